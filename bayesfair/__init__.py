@@ -1,0 +1,76 @@
+"""bayesfair: fair multi-armed and linear contextual bandits, done the Bayesian way.
+
+On import, if JAX has not been imported yet, the host CPU is exposed as one XLA device per core
+(the simulator shards independent runs over them). Set ``BAYESFAIR_HOST_DEVICES=1`` to opt out,
+or call :func:`set_host_devices` before importing JAX.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__version__ = "0.1.0"
+
+
+def set_host_devices(n: int) -> bool:
+    """Expose ``n`` CPU devices to XLA; only effective before JAX is first imported.
+
+    Returns True if the setting was applied.
+    """
+    if "jax" in sys.modules:
+        return False
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={int(n)}")
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    return True
+
+
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    set_host_devices(int(os.environ.get("BAYESFAIR_HOST_DEVICES", os.cpu_count() or 1)))
+
+from bayesfair import merit  # noqa: E402
+from bayesfair.environments import UniformMeans, bernoulli_arms, gaussian_arms  # noqa: E402
+from bayesfair.groups import Groups  # noqa: E402
+from bayesfair.io import read_results, tidy, write_results  # noqa: E402
+from bayesfair.merit import Merit, fair_policy  # noqa: E402
+from bayesfair.policies import (  # noqa: E402
+    Policy,
+    epsilon_greedy,
+    fairx_eg,
+    fairx_ts,
+    fairx_ucb,
+    thompson,
+    ucb1,
+    uniform,
+)
+from bayesfair.posteriors import beta_bernoulli, normal_inverse_gamma, normal_known_variance  # noqa: E402
+from bayesfair.simulate import checkpoint_grid, simulate  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "set_host_devices",
+    "merit",
+    "Merit",
+    "fair_policy",
+    "Groups",
+    "UniformMeans",
+    "bernoulli_arms",
+    "gaussian_arms",
+    "Policy",
+    "fairx_ts",
+    "fairx_ucb",
+    "fairx_eg",
+    "ucb1",
+    "thompson",
+    "epsilon_greedy",
+    "uniform",
+    "beta_bernoulli",
+    "normal_known_variance",
+    "normal_inverse_gamma",
+    "simulate",
+    "checkpoint_grid",
+    "read_results",
+    "write_results",
+    "tidy",
+]

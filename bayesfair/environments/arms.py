@@ -1,0 +1,123 @@
+"""Multi-armed environments with Bernoulli or Gaussian arms and group labels.
+
+Means are either given, or drawn per run from independent uniforms (e.g. the bi-level study's
+U[0.6, 0.85] per arm, Section 6 of bilevel_fairness_bf_ucb_aamas2024).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesfair._validate import finite_array, finite_float
+from bayesfair.environments.base import Environment
+from bayesfair.groups import Groups
+from bayesfair.types import Observation, Round, Spec
+
+__all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms"]
+
+
+@dataclass(frozen=True, eq=False)
+class UniformMeans:
+    """Arm means drawn per run: mu_a ~ U[low_a, high_a] independently.
+
+    ``low`` and ``high`` are scalars or one value per arm; ``n_arms`` is needed when both are
+    scalars.
+    """
+
+    low: Any
+    high: Any
+    n_arms: int | None = None
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low = np.atleast_1d(finite_array("means.low", self.low))
+        high = np.atleast_1d(finite_array("means.high", self.high))
+        k = max(low.size, high.size, self.n_arms or 1)
+        for name, arr in (("means.low", low), ("means.high", high)):
+            if arr.size not in (1, k):
+                raise ValueError(f"{name} must be a scalar or have one value per arm ({k}), got {arr.size}")
+        if self.n_arms is not None and k != self.n_arms:
+            raise ValueError(f"means.n_arms ({self.n_arms}) does not match low/high length ({k})")
+        low, high = np.broadcast_to(low, (k,)).copy(), np.broadcast_to(high, (k,)).copy()
+        bad = np.flatnonzero(low > high)
+        if bad.size:
+            raise ValueError(f"means.low must be <= means.high; arm {bad[0]}: {low[bad[0]]} > {high[bad[0]]}")
+        return low, high
+
+
+def _means(means: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) per arm; equal for fixed means."""
+    if isinstance(means, UniformMeans):
+        return means.bounds()
+    arr = finite_array("means", means, ndim=1)
+    return arr, arr
+
+
+def _groups(groups: Any, n_arms: int) -> Groups:
+    if groups is None:
+        return Groups.single(n_arms)
+    g = groups if isinstance(groups, Groups) else Groups.from_labels(groups)
+    if g.n_arms != n_arms:
+        raise ValueError(f"groups has {g.n_arms} arms but means has {n_arms}")
+    return g
+
+
+def _build(kind: str, means: Any, groups: Any, sample_reward, reward_range, extra: dict) -> Environment:
+    low, high = _means(means)
+    k = low.size
+    grp = _groups(groups, k)
+    low_j, high_j = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
+    fixed = bool(np.all(low == high))
+
+    def reset(key: jax.Array) -> jax.Array:
+        if fixed:
+            return low_j
+        return jax.random.uniform(key, (k,), jnp.float32, low_j, high_j)
+
+    def step(key: jax.Array, params: jax.Array, t: jax.Array) -> Round:
+        return Round(Observation(t=t), sample_reward(key, params), params)
+
+    spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=reward_range)
+    if fixed:
+        means_cfg: Any = low.tolist()
+    else:
+        means_cfg = {"distribution": "uniform", "low": low.tolist(), "high": high.tolist()}
+    cfg = {"kind": kind, "n_arms": k, "means": means_cfg, "groups": grp.describe(), **extra}
+    return Environment(spec, grp, reset, step, lambda p: p, f"{kind}_arms", cfg)
+
+
+def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
+    """K Bernoulli arms: r_t,a ~ Bernoulli(mu_a), one uniform per arm per round.
+
+    Parameters
+    ----------
+    means : array-like [K] or UniformMeans
+        Fixed means in [0, 1], or a per-run uniform draw inside [0, 1].
+    groups : Groups or int sequence [K], optional
+        Group of each arm (one group if omitted).
+    """
+    low, high = _means(means)
+    if np.any(low < 0) or np.any(high > 1):
+        bad = int(np.flatnonzero((low < 0) | (high > 1))[0])
+        raise ValueError(f"Bernoulli means must be in [0, 1]; arm {bad} has range [{low[bad]}, {high[bad]}]")
+
+    def sample_reward(key: jax.Array, mu: jax.Array) -> jax.Array:
+        return (jax.random.uniform(key, mu.shape) < mu).astype(jnp.float32)
+
+    return _build("bernoulli", means, groups, sample_reward, (0.0, 1.0), {})
+
+
+def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environment:
+    """K Gaussian arms: r_t,a ~ N(mu_a, sigma^2)."""
+    sigma = finite_float("sigma", sigma)
+    if sigma <= 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+
+    def sample_reward(key: jax.Array, mu: jax.Array) -> jax.Array:
+        return mu + sigma * jax.random.normal(key, mu.shape)
+
+    return _build("gaussian", means, groups, sample_reward, None, {"sigma": sigma})

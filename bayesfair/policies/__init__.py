@@ -1,0 +1,19 @@
+"""Bandit policies: ``Policy(init, select, update)`` records, one module per paper family."""
+
+from bayesfair.policies.base import CountState, Policy
+from bayesfair.policies.classic import epsilon_greedy, thompson, ucb1, uniform
+from bayesfair.policies.fairx import UCBState, fairx_eg, fairx_ts, fairx_ucb, theorem_w0
+
+__all__ = [
+    "Policy",
+    "CountState",
+    "UCBState",
+    "fairx_ts",
+    "fairx_ucb",
+    "fairx_eg",
+    "theorem_w0",
+    "ucb1",
+    "thompson",
+    "epsilon_greedy",
+    "uniform",
+]

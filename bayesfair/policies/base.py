@@ -1,0 +1,73 @@
+"""The policy record and the empirical-mean state shared by the frequentist policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bayesfair._validate import finite_float
+from bayesfair.types import Observation, Spec
+
+__all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "check_reward_range"]
+
+
+class Policy(NamedTuple):
+    """A bandit policy as three pure functions over a pytree state.
+
+    Attributes
+    ----------
+    init : callable
+        ``init(key, spec: Spec) -> state``.
+    select : callable
+        ``select(key, state, obs: Observation) -> (action, probs, info)``: ``action`` is an
+        int32 scalar, ``probs`` the full selection distribution pi_t ``[K]`` the action was drawn
+        from (one-hot for deterministic choices), ``info`` a dict of extra arrays.
+    update : callable
+        ``update(state, obs, action, reward) -> state``.
+    name : str
+        Display name.
+    config : dict
+        Parameters, JSON-friendly (written into result files).
+    """
+
+    init: Callable[[jax.Array, Spec], Any]
+    select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]]
+    update: Callable[[Any, Observation, jax.Array, jax.Array], Any]
+    name: str = "policy"
+    config: dict[str, Any] = {}
+
+
+class CountState(NamedTuple):
+    """Pull counts ``n`` and reward sums ``total`` per arm, ``[K]`` each."""
+
+    n: jax.Array
+    total: jax.Array
+
+
+def init_counts(n_arms: int) -> CountState:
+    return CountState(jnp.zeros((n_arms,), jnp.float32), jnp.zeros((n_arms,), jnp.float32))
+
+
+def update_counts(state: CountState, action: jax.Array, reward: jax.Array) -> CountState:
+    hit = (jnp.arange(state.n.shape[0]) == action).astype(jnp.float32)
+    return CountState(state.n + hit, state.total + hit * reward)
+
+
+def empirical_mean(state: CountState, initial: float | jax.Array) -> jax.Array:
+    """mu_hat_a = total_a / N_a, and ``initial`` for arms never pulled."""
+    return jnp.where(state.n > 0, state.total / jnp.maximum(state.n, 1.0), initial)
+
+
+def check_reward_range(reward_range: Any) -> tuple[float, float]:
+    try:
+        lo, hi = reward_range
+    except (TypeError, ValueError):
+        raise TypeError(f"reward_range must be a pair (low, high), got {reward_range!r}") from None
+    lo = finite_float("reward_range[0]", lo)
+    hi = finite_float("reward_range[1]", hi)
+    if not lo < hi:
+        raise ValueError(f"reward_range must satisfy low < high, got ({lo}, {hi})")
+    return lo, hi

@@ -1,0 +1,105 @@
+"""Conventional (fairness-unaware) baselines: UCB1, Thompson sampling, epsilon-greedy, uniform.
+
+These are the comparison policies of the FairX experiments (Section 5.1). Where a policy's
+choice is deterministic given its statistics, pi_t is the uniform distribution over the tied
+maximizers (ties broken at random, never by index); for Thompson sampling pi_t is the one-hot
+argmax of the posterior draw, i.e. the policy conditional on the draw, exactly as FairX-TS's
+pi_t is conditional on its draw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from bayesfair import _random
+from bayesfair._validate import finite_float, float_in
+from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
+from bayesfair.posteriors.base import Posterior
+from bayesfair.types import Observation, Spec
+
+__all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
+
+
+def _count_policy(select, name: str, config: dict) -> Policy:
+    def init(key: jax.Array, spec: Spec) -> CountState:
+        return init_counts(spec.n_arms)
+
+    def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
+        return update_counts(state, action, reward)
+
+    return Policy(init, select, update, name, config)
+
+
+def _argmax_policy(key: jax.Array, index: jax.Array):
+    probs = _random.argmax_set(index)
+    return _random.categorical(key, probs), probs
+
+
+def ucb1(*, w0: float | None = None) -> Policy:
+    """UCB1 (Auer et al., 2002): argmax of mu_hat + sqrt(2 ln t / N); arms never pulled first.
+
+    With ``w0`` given, the index is mu_hat + w0 / sqrt(N), the UCB variant whose width the FairX
+    experiments tune (Section 5.1).
+    """
+    if w0 is not None:
+        w0 = finite_float("w0", w0)
+        if w0 <= 0:
+            raise ValueError(f"w0 must be > 0, got {w0}")
+
+    def select(key: jax.Array, state: CountState, obs: Observation):
+        n = jnp.maximum(state.n, 1.0)
+        t = jnp.asarray(obs.t, jnp.float32)
+        width = w0 * jax.lax.rsqrt(n) if w0 is not None else jnp.sqrt(2.0 * jnp.log(jnp.maximum(t, 1.0)) / n)
+        index = jnp.where(state.n > 0, empirical_mean(state, 0.0) + width, jnp.inf)
+        action, probs = _argmax_policy(key, index)
+        return action, probs, {"index": index}
+
+    return _count_policy(select, "UCB", {"algorithm": "ucb1", "w0": w0})
+
+
+def thompson(posterior: Posterior) -> Policy:
+    """Thompson sampling: play the argmax of one posterior draw."""
+    if not isinstance(posterior, Posterior):
+        raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
+
+    def init(key: jax.Array, spec: Spec) -> Any:
+        return posterior.init(spec.n_arms)
+
+    def select(key: jax.Array, state: Any, obs: Observation):
+        k_mu, k_arm = jax.random.split(key)
+        mu = posterior.sample(k_mu, state)
+        action, probs = _argmax_policy(k_arm, mu)
+        return action, probs, {"mu": mu}
+
+    def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
+        return posterior.update(state, action, reward)
+
+    return Policy(init, select, update, "TS",
+                  {"algorithm": "thompson", "posterior": posterior.name, **posterior.params})
+
+
+def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
+    """Epsilon-greedy: pi_t = epsilon / K + (1 - epsilon) * uniform over argmax mu_hat."""
+    eps = float_in("epsilon", epsilon, 0.0, 1.0)
+    init_est = finite_float("initial_estimate", initial_estimate)
+
+    def select(key: jax.Array, state: CountState, obs: Observation):
+        mu_hat = empirical_mean(state, init_est)
+        probs = eps / mu_hat.shape[0] + (1.0 - eps) * _random.argmax_set(mu_hat)
+        return _random.categorical(key, probs), probs, {"mu": mu_hat}
+
+    return _count_policy(select, "EG", {"algorithm": "epsilon_greedy", "epsilon": eps,
+                                        "initial_estimate": init_est})
+
+
+def uniform() -> Policy:
+    """Uniform random choice: pi_t(a) = 1 / K."""
+
+    def select(key: jax.Array, state: CountState, obs: Observation):
+        probs = jnp.full(state.n.shape, 1.0 / state.n.shape[0])
+        return _random.categorical(key, probs), probs, {}
+
+    return _count_policy(select, "Uniform", {"algorithm": "uniform"})

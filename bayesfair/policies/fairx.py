@@ -1,0 +1,191 @@
+"""FairX policies for multi-armed bandits (fairness_of_exposure_fairx_icml2021, Section 3, 5.1).
+
+Each returns the fair policy pi_t(a) = f(mu_t,a) / sum_a' f(mu_t,a') for some parameter mu_t and
+samples the arm from it:
+
+- FairX-TS (Algorithm 2): mu_t is one posterior draw.
+- FairX-UCB (Algorithm 1): mu_t is the optimistic parameter in the confidence box, found by
+  projected gradient ascent as in the paper's experiments (Section 5.1: lr 0.01, 10 steps).
+- FairX-EG (Section 5.1): with probability epsilon uniform, else the fair policy of mu_hat.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bayesfair import _random
+from bayesfair._validate import finite_float, float_in, positive_int
+from bayesfair.merit import Merit, fair_policy, resolve_merit
+from bayesfair.policies.base import (
+    CountState,
+    Policy,
+    check_reward_range,
+    empirical_mean,
+    init_counts,
+    update_counts,
+)
+from bayesfair.posteriors.base import Posterior
+from bayesfair.types import Observation, Spec
+
+__all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState"]
+
+
+def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
+    """FairX-TS, Algorithm 2: sample mu_t ~ V_t (line 3), pi_t = f(mu_t)/sum f(mu_t) (line 4),
+    a_t ~ pi_t (line 5), posterior update (line 7). Works with any :class:`Posterior`.
+    """
+    if not isinstance(posterior, Posterior):
+        raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
+    merit = resolve_merit(merit)
+
+    def init(key: jax.Array, spec: Spec) -> Any:
+        return posterior.init(spec.n_arms)
+
+    def select(key: jax.Array, state: Any, obs: Observation):
+        k_mu, k_arm = jax.random.split(key)
+        mu = posterior.sample(k_mu, state)
+        probs = fair_policy(merit, mu)
+        return _random.categorical(k_arm, probs), probs, {"mu": mu}
+
+    def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
+        return posterior.update(state, action, reward)
+
+    return Policy(init, select, update, "FairX-TS",
+                  {"algorithm": "fairx_ts", "posterior": posterior.name, **posterior.params,
+                   "merit": merit.describe()})
+
+
+def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
+    """w0 = sqrt(2 ln(4 T K / delta)), the confidence width of Theorems 3.2.1/3.2.2."""
+    horizon = positive_int("horizon", horizon)
+    n_arms = positive_int("n_arms", n_arms)
+    delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    return math.sqrt(2.0 * math.log(4.0 * horizon * n_arms / delta))
+
+
+class UCBState(NamedTuple):
+    """FairX-UCB state: the counts, and w0 (fixed at init from T, K and delta)."""
+
+    counts: CountState
+    w0: jax.Array
+
+
+def fairx_ucb(
+    merit: Merit,
+    *,
+    w0: float | None = None,
+    horizon: int | None = None,
+    delta: float = 0.05,
+    reward_range: tuple[float, float] = (0.0, 1.0),
+    learning_rate: float = 0.01,
+    steps: int = 10,
+    start: str = "upper",
+) -> Policy:
+    """FairX-UCB, Algorithm 1.
+
+    Lines 3-6: N_t,a, mu_hat_t,a, w_t,a = w0 / sqrt(N_t,a) and the box
+    CR_t = prod_a [mu_hat - w, mu_hat + w]. The box is intersected with the known
+    ``reward_range`` (which contains the true means, so CR_t still does); an arm never pulled has
+    the whole range. Line 7: mu_t = argmax_{mu in CR_t} sum_a f(mu_a) mu_a / sum_a' f(mu_a'),
+    non-convex; solved as the paper's experiments do, by ``steps`` projected gradient-ascent steps
+    of size ``learning_rate`` (projection onto a box = clipping). Lines 8-9: pi_t and a_t ~ pi_t.
+
+    Parameters
+    ----------
+    merit : Merit
+        Merit function f.
+    w0 : float, optional
+        Confidence width. If omitted, Theorem 3.2.1's ``sqrt(2 ln(4 T K / delta))`` is used,
+        which needs ``horizon``.
+    horizon, delta
+        T and delta of Theorem 3.2.1 (only used when ``w0`` is omitted).
+    reward_range : (float, float)
+        Known bounds of the mean rewards.
+    learning_rate, steps
+        Projected gradient ascent settings (the paper: 0.01 and 10).
+    start : {"upper", "center"}
+        Starting point of the ascent. The paper does not state it. ``"upper"`` (default) starts
+        at the upper corner mu_hat + w, the maximizer whenever the objective increases in every
+        coordinate; the ascent then only lowers arms whose larger mean would lower the fair
+        reward. ``"center"`` starts at mu_hat.
+    """
+    merit = resolve_merit(merit)
+    lo, hi = check_reward_range(reward_range)
+    lr = finite_float("learning_rate", learning_rate)
+    if lr <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {lr}")
+    steps = positive_int("steps", steps, minimum=0)
+    if start not in ("upper", "center"):
+        raise ValueError(f"start must be 'upper' or 'center', got {start!r}")
+    if w0 is None:
+        if horizon is None:
+            raise ValueError("fairx_ucb needs w0, or horizon (and delta) for Theorem 3.2.1's w0")
+        horizon = positive_int("horizon", horizon)
+        delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    else:
+        w0 = finite_float("w0", w0)
+        if w0 <= 0:
+            raise ValueError(f"w0 must be > 0, got {w0}")
+
+    def objective(mu: jax.Array) -> jax.Array:
+        return jnp.sum(fair_policy(merit, mu) * mu)
+
+    grad = jax.grad(objective)
+
+    def init(key: jax.Array, spec: Spec) -> UCBState:
+        width = w0 if w0 is not None else theorem_w0(horizon, spec.n_arms, delta)
+        return UCBState(init_counts(spec.n_arms), jnp.asarray(width, jnp.float32))
+
+    def optimistic_mu(state: UCBState) -> jax.Array:
+        n = state.counts.n
+        mu_hat = empirical_mean(state.counts, 0.5 * (lo + hi))
+        w = state.w0 * jax.lax.rsqrt(jnp.maximum(n, 1.0))
+        low = jnp.where(n > 0, jnp.maximum(lo, mu_hat - w), lo)
+        high = jnp.where(n > 0, jnp.minimum(hi, mu_hat + w), hi)
+        mu = high if start == "upper" else jnp.clip(mu_hat, low, high)
+        for _ in range(steps):
+            mu = jnp.clip(mu + lr * grad(mu), low, high)
+        return mu
+
+    def select(key: jax.Array, state: UCBState, obs: Observation):
+        mu = optimistic_mu(state)
+        probs = fair_policy(merit, mu)
+        return _random.categorical(key, probs), probs, {"mu": mu}
+
+    def update(state: UCBState, obs: Observation, action: jax.Array, reward: jax.Array) -> UCBState:
+        return UCBState(update_counts(state.counts, action, reward), state.w0)
+
+    cfg = {"algorithm": "fairx_ucb", "w0": w0, "horizon": horizon, "delta": delta,
+           "reward_range": [lo, hi], "learning_rate": lr, "steps": steps, "start": start,
+           "merit": merit.describe()}
+    return Policy(init, select, update, "FairX-UCB", cfg)
+
+
+def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
+    """FairX-EG (Section 5.1): pi_t = epsilon / K + (1 - epsilon) f(mu_hat) / sum f(mu_hat).
+
+    ``mu_hat`` is the empirical mean; arms never pulled use ``initial_estimate``.
+    """
+    merit = resolve_merit(merit)
+    eps = float_in("epsilon", epsilon, 0.0, 1.0)
+    init_est = finite_float("initial_estimate", initial_estimate)
+
+    def init(key: jax.Array, spec: Spec) -> CountState:
+        return init_counts(spec.n_arms)
+
+    def select(key: jax.Array, state: CountState, obs: Observation):
+        mu_hat = empirical_mean(state, init_est)
+        k = mu_hat.shape[0]
+        probs = eps / k + (1.0 - eps) * fair_policy(merit, mu_hat)
+        return _random.categorical(key, probs), probs, {"mu": mu_hat}
+
+    def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
+        return update_counts(state, action, reward)
+
+    return Policy(init, select, update, "FairX-EG",
+                  {"algorithm": "fairx_eg", "epsilon": eps, "initial_estimate": init_est,
+                   "merit": merit.describe()})

@@ -1,0 +1,17 @@
+"""Posterior families: conjugate fast paths, each with its NumPyro reference model."""
+
+from bayesfair.posteriors.base import Posterior, fit
+from bayesfair.posteriors.beta_bernoulli import BetaState, beta_bernoulli
+from bayesfair.posteriors.gaussian import NormalState, normal_known_variance
+from bayesfair.posteriors.nig import NIGState, normal_inverse_gamma
+
+__all__ = [
+    "Posterior",
+    "fit",
+    "BetaState",
+    "beta_bernoulli",
+    "NormalState",
+    "normal_known_variance",
+    "NIGState",
+    "normal_inverse_gamma",
+]

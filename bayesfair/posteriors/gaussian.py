@@ -1,0 +1,68 @@
+"""Normal posterior with known noise variance: mu_a ~ N(m0, v0), r | a ~ N(mu_a, sigma^2).
+
+This is the model of the FairX-TS theorems (Theorems 3.3.1/3.3.2: mu_a ~ N(0, 1), unit noise).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bayesfair._validate import finite_float
+from bayesfair.posteriors.base import Posterior
+
+__all__ = ["NormalState", "normal_known_variance"]
+
+
+class NormalState(NamedTuple):
+    """Natural parameters per arm: ``precision`` = 1/var and ``precision_mean`` = mean/var."""
+
+    precision: jax.Array
+    precision_mean: jax.Array
+
+
+def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise_var: float = 1.0) -> Posterior:
+    """Conjugate Normal family with known noise variance.
+
+    Posterior precision = 1/v0 + n/sigma^2; posterior mean = (m0/v0 + sum r / sigma^2) / precision.
+    """
+    m0 = finite_float("prior_mean", prior_mean)
+    v0 = finite_float("prior_var", prior_var)
+    s2 = finite_float("noise_var", noise_var)
+    if v0 <= 0:
+        raise ValueError(f"prior_var must be > 0, got {v0}")
+    if s2 <= 0:
+        raise ValueError(f"noise_var must be > 0, got {s2}")
+
+    def init(n_arms: int) -> NormalState:
+        return NormalState(jnp.full((n_arms,), 1.0 / v0, jnp.float32), jnp.full((n_arms,), m0 / v0, jnp.float32))
+
+    def update(state: NormalState, arm: jax.Array, reward: jax.Array) -> NormalState:
+        hit = jnp.arange(state.precision.shape[0]) == arm
+        return NormalState(state.precision + hit / s2, state.precision_mean + hit * (reward / s2))
+
+    def mean(state: NormalState) -> jax.Array:
+        return state.precision_mean / state.precision
+
+    def variance(state: NormalState) -> jax.Array:
+        return 1.0 / state.precision
+
+    def sample(key: jax.Array, state: NormalState) -> jax.Array:
+        z = jax.random.normal(key, state.precision.shape)
+        return mean(state) + z * jax.lax.rsqrt(state.precision)
+
+    def model(arms, rewards=None, *, n_arms: int) -> None:
+        import numpyro
+        import numpyro.distributions as dist
+
+        with numpyro.plate("arm", n_arms):
+            mu = numpyro.sample("mu", dist.Normal(m0, v0**0.5))
+        with numpyro.plate("obs", len(arms)):
+            numpyro.sample("r", dist.Normal(mu[arms], s2**0.5), obs=rewards)
+
+    return Posterior(
+        "normal_known_variance", init, update, sample, mean, variance, model,
+        {"prior_mean": m0, "prior_var": v0, "noise_var": s2},
+    )

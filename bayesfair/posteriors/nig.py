@@ -1,0 +1,84 @@
+"""Normal-Inverse-Gamma posterior (unknown per-arm noise variance).
+
+sigma_a^2 ~ InvGamma(a0, b0), mu_a | sigma_a^2 ~ N(m0, sigma_a^2 / kappa0),
+r | a ~ N(mu_a, sigma_a^2). Rank-one update per observation r:
+kappa' = kappa + 1, m' = (kappa m + r) / kappa', a' = a + 1/2,
+b' = b + kappa (r - m)^2 / (2 kappa'). The marginal of mu_a is Student-t with 2a degrees of
+freedom, location m and scale sqrt(b / (a kappa)).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bayesfair import _random
+from bayesfair._validate import finite_float
+from bayesfair.posteriors.base import Posterior
+
+__all__ = ["NIGState", "normal_inverse_gamma"]
+
+
+class NIGState(NamedTuple):
+    """Per-arm NIG parameters ``(m, kappa, a, b)``, ``[K]`` each."""
+
+    m: jax.Array
+    kappa: jax.Array
+    a: jax.Array
+    b: jax.Array
+
+
+def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, b0: float = 1.0) -> Posterior:
+    """Conjugate Normal-Inverse-Gamma family; TS draws sigma^2 then mu exactly."""
+    m0 = finite_float("m0", m0)
+    kappa0 = finite_float("kappa0", kappa0)
+    a0 = finite_float("a0", a0)
+    b0 = finite_float("b0", b0)
+    for name, v in (("kappa0", kappa0), ("a0", a0), ("b0", b0)):
+        if v <= 0:
+            raise ValueError(f"{name} must be > 0, got {v}")
+    allow_small = a0 < 1.0
+
+    def init(n_arms: int) -> NIGState:
+        def full(v):
+            return jnp.full((n_arms,), v, jnp.float32)
+
+        return NIGState(full(m0), full(kappa0), full(a0), full(b0))
+
+    def update(state: NIGState, arm: jax.Array, reward: jax.Array) -> NIGState:
+        hit = (jnp.arange(state.m.shape[0]) == arm).astype(jnp.float32)
+        kappa_new = state.kappa + hit
+        m_new = (state.kappa * state.m + hit * reward) / kappa_new
+        b_new = state.b + hit * state.kappa * (reward - state.m) ** 2 / (2.0 * kappa_new)
+        return NIGState(m_new, kappa_new, state.a + 0.5 * hit, b_new)
+
+    def sample(key: jax.Array, state: NIGState) -> jax.Array:
+        kg, kz = jax.random.split(key)
+        g = _random.gamma(kg, state.a, allow_small=allow_small)
+        sigma2 = state.b / g
+        z = jax.random.normal(kz, state.m.shape)
+        return state.m + z * jnp.sqrt(sigma2 / state.kappa)
+
+    def mean(state: NIGState) -> jax.Array:
+        return state.m
+
+    def variance(state: NIGState) -> jax.Array:
+        # Student-t variance: scale^2 * nu / (nu - 2), nu = 2a; infinite when a <= 1.
+        return jnp.where(state.a > 1.0, state.b / (state.kappa * (state.a - 1.0)), jnp.inf)
+
+    def model(arms, rewards=None, *, n_arms: int) -> None:
+        import numpyro
+        import numpyro.distributions as dist
+
+        with numpyro.plate("arm", n_arms):
+            sigma2 = numpyro.sample("sigma2", dist.InverseGamma(a0, b0))
+            mu = numpyro.sample("mu", dist.Normal(m0, jnp.sqrt(sigma2 / kappa0)))
+        with numpyro.plate("obs", len(arms)):
+            numpyro.sample("r", dist.Normal(mu[arms], jnp.sqrt(sigma2[arms])), obs=rewards)
+
+    return Posterior(
+        "normal_inverse_gamma", init, update, sample, mean, variance, model,
+        {"m0": m0, "kappa0": kappa0, "a0": a0, "b0": b0},
+    )

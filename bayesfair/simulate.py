@@ -1,0 +1,315 @@
+"""The simulator: one ``lax.scan`` over rounds, vmapped over runs, run in chunks.
+
+Design (see docs/developer/design.md):
+
+- Every run has its own keys; round t of run r uses ``fold_in(key_r, t)`` for the environment
+  and for the policy, so the numbers do not depend on the chunk size, a resumed run equals an
+  uninterrupted one, and every policy sees the same environment draws (common random numbers).
+- A chunk of ``chunk_size`` rounds is one jitted call. Inside it the metrics accumulate in a
+  float32 accumulator that starts at zero, and the accumulator is copied into a small buffer at
+  the rounds of the checkpoint grid (a ``lax.cond`` on an unbatched flag, so it costs nothing on
+  other rounds). The host adds the chunk's values to float64 running totals. Memory is
+  O(R * K * checkpoints), independent of the horizon.
+- Runs are sharded over the host's CPU devices (``jax.shard_map``) when there are several (see
+  :func:`bayesfair.set_host_devices`), which uses every core for the independent runs.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from bayesfair._validate import positive_int
+from bayesfair.environments.base import Environment
+from bayesfair.merit import Merit, fair_policy, resolve_merit
+from bayesfair.metrics import ARM_METRICS, SCALAR_METRICS, FairnessMetrics, init_metrics, update_metrics
+from bayesfair.policies.base import Policy
+
+__all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "as_key"]
+
+_MAX_SLOTS = 64  # checkpoints recorded per chunk call (a chunk is cut short if it would hold more)
+
+
+class RunCarry(NamedTuple):
+    """Everything a run carries from round to round."""
+
+    policy_state: Any
+    env_params: Any
+    env_key: jax.Array
+    policy_key: jax.Array
+    acc: FairnessMetrics
+
+
+class SimulationOutput(NamedTuple):
+    """Raw simulator output for one policy (float64 numpy arrays on the checkpoint grid)."""
+
+    scalars: dict[str, np.ndarray]  # name -> [R, P]
+    arms: dict[str, np.ndarray]  # name -> [R, P, K]
+    seconds: float
+
+
+def as_key(key: Any) -> jax.Array:
+    """Accept a JAX key or an integer seed (integers only at the edges)."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if key < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {key}")
+        return jax.random.key(int(key))
+    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    raise TypeError(f"key must be a jax.random.key(...) or a non-negative int seed, got {key!r}")
+
+
+def checkpoint_grid(horizon: int, n: int = 100) -> np.ndarray:
+    """About ``n`` checkpoint rounds in [1, T]: half log-spaced, half evenly spaced, T included."""
+    horizon = positive_int("horizon", horizon)
+    n = positive_int("n", n)
+    logs = np.geomspace(1, horizon, max(n // 2, 1))
+    lins = np.linspace(horizon / max(n - n // 2, 1), horizon, max(n - n // 2, 1))
+    grid = np.unique(np.clip(np.round(np.concatenate([logs, lins])).astype(np.int64), 1, horizon))
+    return grid if grid[-1] == horizon else np.append(grid, horizon)
+
+
+def _validate_checkpoints(checkpoints: Any, horizon: int) -> np.ndarray:
+    if checkpoints is None:
+        return checkpoint_grid(horizon)
+    arr = np.asarray(checkpoints)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"checkpoints must be a non-empty 1-d sequence of rounds, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError("checkpoints must be integer rounds")
+    if arr.min() < 1 or arr.max() > horizon:
+        raise ValueError(f"checkpoints must be rounds in [1, horizon={horizon}], got [{arr.min()}, {arr.max()}]")
+    arr = np.unique(arr)
+    return arr if arr[-1] == horizon else np.append(arr, horizon)
+
+
+def _n_shards(runs: int, devices: int | None) -> int:
+    available = jax.local_device_count()
+    want = available if devices is None else positive_int("devices", devices)
+    return math.gcd(runs, min(want, available))
+
+
+def _mesh(n_shards: int):
+    return jax.make_mesh((n_shards,), ("runs",), devices=jax.local_devices()[:n_shards])
+
+
+def _shard_runs(x: Any, n_shards: int) -> Any:
+    """Place arrays whose leading axis is the run axis on the run-sharded mesh."""
+    if n_shards == 1:
+        return x
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    return jax.device_put(x, NamedSharding(_mesh(n_shards), P("runs")))
+
+
+def _distribute(fn: Callable, n_shards: int, in_specs: tuple, out_specs: Any) -> Callable:
+    """vmap ``fn`` over runs, then shard the runs over ``n_shards`` CPU devices if > 1."""
+    from jax.sharding import PartitionSpec as P
+
+    batched = jax.vmap(fn, in_axes=tuple(0 if s else None for s in in_specs))
+    if n_shards == 1:
+        return jax.jit(batched)
+    mesh = _mesh(n_shards)
+    specs = tuple(P("runs") if s else P() for s in in_specs)
+    return jax.jit(jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=out_specs(P("runs")),
+                                 check_vma=False))
+
+
+def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, n_shards: int):
+    k = env.spec.n_arms
+
+    def init_run(env_key: jax.Array, policy_key: jax.Array) -> RunCarry:
+        k_reset, k_env_rounds = jax.random.split(env_key)
+        k_init, k_pol_rounds = jax.random.split(policy_key)
+        params = env.reset(k_reset)
+        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_metrics(k))
+
+    def chunk_run(carry: RunCarry, ts: jax.Array, slots: jax.Array, active: jax.Array):
+        carry = carry._replace(acc=init_metrics(k))
+        buf = jax.tree.map(lambda x: jnp.zeros((_MAX_SLOTS, *x.shape), x.dtype), carry.acc)
+
+        def play(c: RunCarry, t: jax.Array) -> RunCarry:
+            rnd = env.step(jax.random.fold_in(c.env_key, t), c.env_params, t)
+            action, probs, _ = policy.select(jax.random.fold_in(c.policy_key, t), c.policy_state, rnd.obs)
+            reward = rnd.reward[action]
+            state = policy.update(c.policy_state, rnd.obs, action, reward)
+            acc = update_metrics(c.acc, fair_policy(merit, rnd.mean), probs, rnd.mean, action, reward)
+            return c._replace(policy_state=state, acc=acc)
+
+        def step(cb, x):
+            c, b = cb
+            t, slot, on = x
+            c = lax.cond(on, play, lambda c, t: c, c, t)
+            b = lax.cond(slot >= 0,
+                         lambda b: jax.tree.map(lambda B, v: B.at[slot].set(v), b, c.acc),
+                         lambda b: b, b)
+            return (c, b), None
+
+        (carry, buf), _ = lax.scan(step, (carry, buf), (ts, slots, active))
+        return carry, buf
+
+    init_fn = _distribute(init_run, n_shards, (True, True), lambda p: p)
+    chunk_fn = _distribute(chunk_run, n_shards, (True, False, False, False), lambda p: (p, p))
+    return init_fn, chunk_fn
+
+
+class _Progress:
+    def __init__(self, enabled: bool | Callable[[dict], None], total: int):
+        self.cb = enabled if callable(enabled) else None
+        self.enabled = bool(enabled)
+        self.total = total
+        self.done = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, rounds: int, runs: int, policy: str) -> None:
+        if not self.enabled:
+            return
+        self.done += rounds * runs
+        elapsed = time.perf_counter() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else float("nan")
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        info = {"done": self.done, "total": self.total, "rate": rate, "eta": eta, "policy": policy}
+        if self.cb is not None:
+            self.cb(info)
+            return
+        frac = self.done / self.total
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\r[{bar:<30}] {100 * frac:5.1f}%  {policy:<12} "
+                         f"{rate:,.0f} run-rounds/s  ETA {eta:6.1f}s ")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, env_keys, pol_keys, progress):
+    init_fn, chunk_fn = _build_fns(env, policy, merit, chunk_size, n_shards)
+    carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards))
+    n_ckpt = grid.size
+    k = env.spec.n_arms
+    scalars = {m: np.zeros((runs, n_ckpt)) for m in SCALAR_METRICS}
+    arms = {m: np.zeros((runs, n_ckpt, k)) for m in ARM_METRICS}
+    totals = {m: np.zeros((runs,) if m in SCALAR_METRICS else (runs, k)) for m in FairnessMetrics._fields}
+    t_start = time.perf_counter()
+    t0, ci = 1, 0  # next round to play, next checkpoint index
+    while t0 <= horizon:
+        t_end = min(t0 + chunk_size - 1, horizon)
+        # Cut the chunk so it holds at most _MAX_SLOTS checkpoints.
+        in_chunk = grid[ci:][grid[ci:] <= t_end]
+        if in_chunk.size > _MAX_SLOTS:
+            t_end = int(in_chunk[_MAX_SLOTS - 1])
+            in_chunk = in_chunk[:_MAX_SLOTS]
+        ts = np.arange(t0, t0 + chunk_size, dtype=np.int32)
+        active = ts <= t_end
+        slots = np.full(chunk_size, -1, np.int32)
+        slots[in_chunk - t0] = np.arange(in_chunk.size, dtype=np.int32)
+        carry, buf = chunk_fn(carry, ts, slots, active)
+        buf = jax.device_get(buf)
+        acc = jax.device_get(carry.acc)
+        for j in range(in_chunk.size):
+            for m in SCALAR_METRICS:
+                scalars[m][:, ci + j] = totals[m] + getattr(buf, m)[:, j]
+            for m in ARM_METRICS:
+                arms[m][:, ci + j] = totals[m] + getattr(buf, m)[:, j]
+        for m in FairnessMetrics._fields:
+            totals[m] = totals[m] + np.asarray(getattr(acc, m), np.float64)
+        ci += in_chunk.size
+        progress(t_end - t0 + 1, runs, policy.name)
+        t0 = t_end + 1
+    return SimulationOutput(scalars, arms, time.perf_counter() - t_start), carry
+
+
+def simulate(
+    key: Any,
+    env: Environment,
+    policies: Mapping[str, Policy],
+    horizon: int,
+    runs: int,
+    *,
+    merit: Merit,
+    checkpoints: Sequence[int] | np.ndarray | None = None,
+    chunk_size: int = 1024,
+    devices: int | None = None,
+    progress: bool | Callable[[dict], None] = False,
+    config: Mapping[str, Any] | None = None,
+):
+    """Run every policy for ``runs`` independent runs of ``horizon`` rounds.
+
+    Parameters
+    ----------
+    key : jax key or int
+        Master key (an int seed is turned into ``jax.random.key(seed)``).
+    env : Environment
+        The environment; each run draws its parameters with ``env.reset``.
+    policies : mapping name -> Policy
+        The compared policies; all see the same environment draws.
+    horizon, runs : int
+        T >= 1 rounds, R >= 1 runs.
+    merit : Merit
+        Defines the optimal fair policy pi*_t used by the fairness and reward regret.
+    checkpoints : int sequence, optional
+        Rounds at which cumulative metrics are recorded (default :func:`checkpoint_grid`);
+        T is always included.
+    chunk_size : int
+        Rounds per jitted call (progress granularity); results do not depend on it.
+    devices : int, optional
+        Shard runs over at most this many CPU devices (default: all local devices).
+    progress : bool or callable
+        Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk.
+    config : mapping, optional
+        Extra metadata stored in the results' attributes.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``policy, run, checkpoint, arm, group``; see :func:`bayesfair.io.to_dataset`.
+    """
+    from bayesfair import io
+
+    key = as_key(key)
+    if not isinstance(env, Environment):
+        raise TypeError(f"env must be a bayesfair Environment, got {type(env).__name__}")
+    if not isinstance(policies, Mapping) or not policies:
+        raise ValueError("policies must be a non-empty mapping of name -> Policy")
+    for name, pol in policies.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"policy names must be non-empty strings, got {name!r}")
+        if not isinstance(pol, Policy):
+            raise TypeError(f"policies[{name!r}] must be a bayesfair Policy, got {type(pol).__name__}")
+    horizon = positive_int("horizon", horizon)
+    runs = positive_int("runs", runs)
+    chunk_size = positive_int("chunk_size", chunk_size)
+    merit = resolve_merit(merit)
+    grid = _validate_checkpoints(checkpoints, horizon)
+    chunk_size = min(chunk_size, horizon)
+    n_shards = _n_shards(runs, devices)
+
+    k_env, k_pol = jax.random.split(key)
+    env_keys = jax.random.split(k_env, runs)
+    pol_keys = jax.random.split(k_pol, runs)
+    progress_fn = _Progress(progress, horizon * runs * len(policies))
+    outputs: dict[str, SimulationOutput] = {}
+    env_params = None
+    for name, pol in policies.items():
+        out, carry = _run_policy(env, pol, merit, horizon, runs, grid, chunk_size, n_shards,
+                                 env_keys, pol_keys, progress_fn)
+        outputs[name] = out
+        if env_params is None:
+            env_params = jax.device_get(carry.env_params)
+    means = np.asarray(jax.vmap(env.arm_means)(env_params), np.float64)
+    pi_star = np.asarray(fair_policy(merit, jnp.asarray(means)), np.float64)
+    return io.to_dataset(
+        outputs, grid=grid, env=env, policies=policies, merit=merit, means=means, pi_star=pi_star,
+        key=key, horizon=horizon, runs=runs, config=dict(config or {}),
+    )

@@ -1,0 +1,69 @@
+"""Array aliases, shape names and the small records shared by environments and policies.
+
+Shape names used in docstrings: ``K`` candidates (arms) per round, ``m`` groups, ``d`` features,
+``R`` runs, ``T`` rounds, ``P`` checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+__all__ = ["Array", "PRNGKey", "Spec", "Observation", "Round"]
+
+Array = jax.Array
+PRNGKey = jax.Array
+
+
+class Spec(NamedTuple):
+    """Static description of a bandit problem, handed to ``Policy.init``.
+
+    Attributes
+    ----------
+    n_arms : int
+        Number of candidates per round ``K``.
+    group_of_arm : numpy.ndarray
+        int array ``[K]``: the group index of every arm (all zeros when there are no groups).
+    n_groups : int
+        Number of groups ``m``.
+    n_features : int
+        Context dimension ``d`` (0 for multi-armed bandits).
+    reward_range : tuple of float or None
+        Known bounds of the reward, if any (e.g. ``(0, 1)`` for Bernoulli arms).
+    """
+
+    n_arms: int
+    group_of_arm: np.ndarray
+    n_groups: int
+    n_features: int = 0
+    reward_range: tuple[float, float] | None = None
+
+
+class Observation(NamedTuple):
+    """What a policy sees before choosing: the round index and (for linear bandits) contexts.
+
+    ``t`` is the 1-based round number; ``contexts`` is ``[K, d]`` or ``None``.
+    """
+
+    t: Array
+    contexts: Any = None
+
+
+class Round(NamedTuple):
+    """One round drawn by an environment, with counterfactual rewards for every candidate.
+
+    Attributes
+    ----------
+    obs : Observation
+        What the policy sees.
+    reward : Array
+        ``[K]`` reward each candidate would return this round (the policy sees only its own).
+    mean : Array
+        ``[K]`` expected reward of each candidate this round (for regret and pi*).
+    """
+
+    obs: Observation
+    reward: Array
+    mean: Array
