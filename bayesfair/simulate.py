@@ -172,6 +172,7 @@ class _Progress:
         self.total = total
         self.done = 0
         self.t0 = time.perf_counter()
+        self.last_print = 0.0
 
     def __call__(self, rounds: int, runs: int, policy: str) -> None:
         if not self.enabled:
@@ -184,6 +185,10 @@ class _Progress:
         if self.cb is not None:
             self.cb(info)
             return
+        now = time.perf_counter()
+        if self.done < self.total and now - self.last_print < 0.5:
+            return
+        self.last_print = now
         frac = self.done / self.total
         bar = "#" * int(30 * frac)
         sys.stderr.write(f"\r[{bar:<30}] {100 * frac:5.1f}%  {policy:<12} "
