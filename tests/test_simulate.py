@@ -1,0 +1,102 @@
+"""Simulator: reproducibility, chunking invariance, common random numbers, results files."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import bayesfair as bf
+from bayesfair import io
+
+T, R = 300, 4
+
+
+def _pols(m):
+    return {"fx": bf.fairx_ts(bf.beta_bernoulli(), m), "eg": bf.fairx_eg(m, epsilon=0.1)}
+
+
+def test_same_seed_same_numbers_and_different_seed_differs(small_env, exp4):
+    a = bf.simulate(7, small_env, _pols(exp4), T, R, merit=exp4)
+    b = bf.simulate(7, small_env, _pols(exp4), T, R, merit=exp4)
+    c = bf.simulate(8, small_env, _pols(exp4), T, R, merit=exp4)
+    for v in ("fairness_regret", "reward_regret", "exposure", "pulls", "reward"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    assert not np.array_equal(a["pulls"].values, c["pulls"].values)
+    # runs differ from each other within one simulation
+    assert not np.array_equal(a["pulls"].values[:, 0], a["pulls"].values[:, 1])
+
+
+def test_results_do_not_depend_on_chunking_or_sharding(small_env, exp4):
+    grid = [1, 5, 17, 64, 65, 200, T]
+    a = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, checkpoints=grid, chunk_size=1024)
+    b = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, checkpoints=grid, chunk_size=16, devices=1)
+    np.testing.assert_array_equal(a["pulls"].values, b["pulls"].values)
+    np.testing.assert_allclose(a["fairness_regret"].values, b["fairness_regret"].values, rtol=1e-5)
+    np.testing.assert_allclose(a["exposure"].values, b["exposure"].values, rtol=1e-5)
+
+
+def test_checkpoint_values_are_cumulative_and_consistent(small_env, exp4):
+    ds = bf.simulate(1, small_env, _pols(exp4), T, R, merit=exp4, checkpoints=[1, 10, 100, T])
+    t = ds["checkpoint"].values
+    np.testing.assert_array_equal(t, [1, 10, 100, T])
+    # exactly t pulls and total exposure t by round t
+    np.testing.assert_allclose(ds["pulls"].sum("arm").values, np.broadcast_to(t, (2, R, 4)))
+    np.testing.assert_allclose(ds["exposure"].sum("arm").values, np.broadcast_to(t, (2, R, 4)), rtol=1e-5)
+    np.testing.assert_allclose(ds["group_pulls"].sum("group").values, ds["pulls"].sum("arm").values)
+    assert np.all(np.diff(ds["fairness_regret"].values, axis=-1) >= 0)
+    assert np.all(ds["fairness_regret"].values <= 2 * t + 1e-6)
+
+
+def test_common_random_numbers_uniform_policies_pull_identically(small_env, exp4):
+    # two copies of the same policy see the same environment and policy draws
+    pols = {"a": bf.uniform(), "b": bf.uniform()}
+    ds = bf.simulate(5, small_env, pols, 200, 3, merit=exp4)
+    np.testing.assert_array_equal(ds["reward"].sel(policy="a").values, ds["reward"].sel(policy="b").values)
+
+
+def test_means_drawn_per_run(exp4):
+    env = bf.bernoulli_arms(bf.UniformMeans([0.1, 0.5, 0.7], [0.2, 0.6, 0.9]))
+    ds = bf.simulate(0, env, {"u": bf.uniform()}, 10, 6, merit=exp4)
+    mu = ds["mean"].values
+    assert mu.shape == (6, 3)
+    assert np.all(mu >= [0.1, 0.5, 0.7]) and np.all(mu <= [0.2, 0.6, 0.9])
+    assert np.unique(mu[:, 0]).size == 6
+    np.testing.assert_allclose(ds["pi_star"].values, np.asarray(bf.fair_policy(exp4, mu)), rtol=1e-5)
+
+
+def test_results_roundtrip_and_tidy(tmp_path, small_env, exp4):
+    ds = bf.simulate(0, small_env, _pols(exp4), 50, 2, merit=exp4, config={"note": "x"})
+    path = bf.write_results(ds, tmp_path / "out" / "r.nc")
+    back = bf.read_results(path)
+    xr.testing.assert_allclose(ds, back)
+    cfg = json.loads(back.attrs["config"])
+    assert cfg["horizon"] == 50 and cfg["note"] == "x" and "fx" in cfg["policies"]
+    assert "jax" in json.loads(back.attrs["versions"])
+    df = bf.tidy(ds)
+    assert len(df) == 2 * 2 * ds.sizes["checkpoint"]
+    assert {"policy", "run", "checkpoint", "fairness_regret", "reward_regret"} <= set(df.columns)
+    assert list((tmp_path / "out").iterdir()) == [path]  # no temp file left behind
+
+
+def test_interrupted_write_keeps_previous_file(tmp_path, small_env, exp4, monkeypatch):
+    ds = bf.simulate(0, small_env, _pols(exp4), 20, 2, merit=exp4)
+    path = bf.write_results(ds, tmp_path / "r.nc")
+    before = path.read_bytes()
+
+    def boom(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    with pytest.raises(KeyboardInterrupt):
+        bf.write_results(ds, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+
+
+def test_summary_tables(small_env, exp4):
+    ds = bf.simulate(0, small_env, _pols(exp4), 100, 3, merit=exp4)
+    table = io.summary_table(ds)
+    assert list(table.index) == ["fx", "eg"]
+    exp = io.exposure_table(ds)
+    np.testing.assert_allclose(exp[["fx", "eg", "pi_star"]].sum().values, 1.0, rtol=1e-5)

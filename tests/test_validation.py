@@ -1,0 +1,115 @@
+"""Bad input gets a clear error naming the field."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesfair as bf
+from bayesfair import merit
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (lambda mu: mu - 0.5, "must be > 0"),
+        (lambda mu: jnp.log(mu - 0.5), "finite"),
+        (lambda mu: 2.0 - mu, "nondecreasing"),
+        (lambda mu: jnp.where(mu > 0.3, jnp.nan, 1.0), "finite"),
+    ],
+)
+def test_custom_merit_rejects_bad_functions(fn, match):
+    with pytest.raises(ValueError, match=match):
+        merit.custom(fn)
+
+
+def test_merit_constructors_validate():
+    with pytest.raises(ValueError, match="floor"):
+        merit.identity(floor=0.0)
+    with pytest.raises(ValueError, match="c must be > 0"):
+        merit.exponential(-1.0)
+    with pytest.raises(ValueError, match="domain"):
+        merit.exponential(1.0, domain=(1.0, 0.0))
+    with pytest.raises(TypeError, match="callable"):
+        merit.custom(3.0)
+    m = merit.custom(lambda mu: 1.0 + mu)
+    assert m.gamma == pytest.approx(1.0) and m.lipschitz == pytest.approx(1.0, rel=1e-3)
+
+
+def test_exponential_constants():
+    m = merit.exponential(4.0)
+    assert m.gamma == pytest.approx(1.0)
+    assert m.lipschitz == pytest.approx(4.0 * np.exp(4.0))
+
+
+@pytest.mark.parametrize(
+    "means,match",
+    [
+        ([0.2, 1.2], r"Bernoulli means must be in \[0, 1\]"),
+        ([0.2, -0.1], r"Bernoulli means must be in \[0, 1\]"),
+        ([0.2, np.nan], "means must be finite"),
+        ([], "means must not be empty"),
+        ([[0.1, 0.2]], "means must be 1-dimensional"),
+    ],
+)
+def test_bernoulli_means_validated(means, match):
+    with pytest.raises(ValueError, match=match):
+        bf.bernoulli_arms(means)
+
+
+def test_uniform_means_validated():
+    with pytest.raises(ValueError, match="means.low must be <= means.high"):
+        bf.bernoulli_arms(bf.UniformMeans([0.5, 0.9], [0.4, 1.0]))
+    with pytest.raises(ValueError, match="one value per arm"):
+        bf.bernoulli_arms(bf.UniformMeans([0.1, 0.2, 0.3], [0.5, 0.6]))
+
+
+def test_groups_validated():
+    with pytest.raises(ValueError, match=r"group\(s\) \[1\] have no arm"):
+        bf.Groups.from_labels([0, 0, 2])
+    with pytest.raises(ValueError, match="groups has 3 arms but means has 2"):
+        bf.bernoulli_arms([0.1, 0.2], groups=[0, 1, 1])
+    with pytest.raises(ValueError, match="one name per group"):
+        bf.Groups.from_labels([0, 1], names=["a"])
+    with pytest.raises(ValueError, match=r"beta\[1\] must be in \(0, 1/m\]"):
+        from bayesfair.groups import validate_exposure_floors
+
+        validate_exposure_floors([0.2, 0.6], 2)
+
+
+def test_simulate_validates(small_env, exp4):
+    pols = {"u": bf.uniform()}
+    with pytest.raises(ValueError, match="horizon must be an integer >= 1"):
+        bf.simulate(0, small_env, pols, 0, 2, merit=exp4)
+    with pytest.raises(ValueError, match="runs must be an integer >= 1"):
+        bf.simulate(0, small_env, pols, 10, -1, merit=exp4)
+    with pytest.raises(TypeError, match="runs must be an integer"):
+        bf.simulate(0, small_env, pols, 10, 2.5, merit=exp4)
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        bf.simulate(0, small_env, {}, 10, 2, merit=exp4)
+    with pytest.raises(TypeError, match=r"policies\['u'\] must be a bayesfair Policy"):
+        bf.simulate(0, small_env, {"u": object()}, 10, 2, merit=exp4)
+    with pytest.raises(ValueError, match=r"checkpoints must be rounds in \[1, horizon=10\]"):
+        bf.simulate(0, small_env, pols, 10, 2, merit=exp4, checkpoints=[0, 5])
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        bf.simulate(-3, small_env, pols, 10, 2, merit=exp4)
+
+
+def test_policy_and_posterior_constructors_validate(exp4):
+    with pytest.raises(ValueError, match="a0 and b0 must be > 0"):
+        bf.beta_bernoulli(0.0, 1.0)
+    with pytest.raises(ValueError, match="noise_var must be > 0"):
+        bf.normal_known_variance(noise_var=0.0)
+    with pytest.raises(ValueError, match="kappa0 must be > 0"):
+        bf.normal_inverse_gamma(kappa0=-1.0)
+    with pytest.raises(ValueError, match=r"epsilon must be in \[0.0, 1.0\]"):
+        bf.fairx_eg(exp4, epsilon=1.5)
+    with pytest.raises(ValueError, match="needs w0, or horizon"):
+        bf.fairx_ucb(exp4)
+    with pytest.raises(ValueError, match=r"delta must be in \(0.0, 1.0\)"):
+        bf.fairx_ucb(exp4, horizon=100, delta=1.0)
+    with pytest.raises(ValueError, match="start must be"):
+        bf.fairx_ucb(exp4, w0=1.0, start="middle")
+    with pytest.raises(TypeError, match="posterior must be a bayesfair Posterior"):
+        bf.fairx_ts("beta", exp4)
+    with pytest.raises(ValueError, match="merit fn must be > 0"):
+        bf.fairx_ts(bf.beta_bernoulli(), lambda mu: mu - 2.0)
