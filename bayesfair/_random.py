@@ -44,7 +44,7 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     if not jnp.issubdtype(a.dtype, jnp.floating):
         a = a.astype(jnp.float32)
     k_first, k_loop, k_boost = jax.random.split(key, 3)
-    a_eff = a + 1.0 if allow_small else a
+    a_eff = a
     if allow_small:
         small = a < 1.0
         a_eff = jnp.where(small, a + 1.0, a)

@@ -1,10 +1,10 @@
 """Shared fixtures. Importing bayesfair first lets it expose one CPU device per core."""
 
-import bayesfair  # noqa: F401  (must precede jax)
 import jax
 import numpy as np
 import pytest
 
+import bayesfair  # noqa: F401  (must precede jax)
 from bayesfair import merit as merit_mod
 
 

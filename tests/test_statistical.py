@@ -75,22 +75,22 @@ def close_arms_runs():
     return bf.simulate(11, env, pols, T, R, merit=M, checkpoints=[1000, T])
 
 
+def _late_share_of_best(ds, name):
+    """Exposure share of the best arm over rounds 1001..T, per run, and its pi*."""
+    ex = ds["exposure"].sel(policy=name, arm=1).values
+    return (ex[:, 1] - ex[:, 0]) / (T - 1000), float(ds["pi_star"].values[0, 1])
+
+
 @pytest.mark.parametrize("name", ["TS", "UCB"])
 def test_conventional_policies_concentrate_on_best_of_two_close_arms(close_arms_runs, name):
     """With means 0.75 vs 0.8, pi*(best) ~ 0.54; TS and UCB give the best arm far more."""
-    ds = close_arms_runs
-    late = (ds["exposure"].isel(checkpoint=1) - ds["exposure"].isel(checkpoint=0)).sel(policy=name, arm=1).values
-    late = late / (T - 1000)
-    pi_best = float(ds["pi_star"].values[0, 1])
+    late, pi_best = _late_share_of_best(close_arms_runs, name)
     assert _lower(late) > pi_best + 0.15
 
 
 @pytest.mark.parametrize("name", ["FairX-TS", "FairX-UCB"])
 def test_fairx_shares_exposure_between_two_close_arms(close_arms_runs, name):
-    ds = close_arms_runs
-    late = (ds["exposure"].isel(checkpoint=1) - ds["exposure"].isel(checkpoint=0)).sel(policy=name, arm=1).values
-    late = late / (T - 1000)
-    pi_best = float(ds["pi_star"].values[0, 1])
+    late, pi_best = _late_share_of_best(close_arms_runs, name)
     assert _upper(np.abs(late - pi_best)) < 0.05
 
 
