@@ -119,6 +119,17 @@ def _json_default(obj: Any) -> Any:
     return repr(obj)
 
 
+def atomic_temp(path: Path) -> str:
+    """A new temp file next to ``path`` (same filesystem, so ``os.replace`` is atomic), with the
+    permissions a normal file would get (mkstemp creates it 0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return tmp
+
+
 def write_results(ds, path: str | os.PathLike) -> Path:
     """Write a Dataset to netCDF atomically: a temp file in the same folder, then a rename.
 
@@ -126,8 +137,7 @@ def write_results(ds, path: str | os.PathLike) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = atomic_temp(path)
     try:
         ds.to_netcdf(tmp, engine="h5netcdf")
         os.replace(tmp, path)

@@ -73,13 +73,13 @@ def plot_exposure(ds: Any, checkpoint: int = -1):
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """Save and close a figure (atomically: temp file, then rename)."""
     import os
-    import tempfile
+
+    from bayesfair.io import atomic_temp
 
     plt = _plt()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    tmp = atomic_temp(path)
     try:
         fig.savefig(tmp, dpi=dpi)
         os.replace(tmp, path)
