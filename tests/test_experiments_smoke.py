@@ -16,7 +16,8 @@ def _load(rel: str):
 
 def test_long_horizon_script_tiny(tmp_path, capsys):
     mod = _load("experiments/long_horizon/run.py")
-    assert mod.main(["--horizon", "300", "--runs", "2", "--arms", "3", "--chunk-size", "64", "--out", str(tmp_path)]) == 0
+    args = ["--horizon", "300", "--runs", "2", "--arms", "3", "--chunk-size", "64", "--out", str(tmp_path)]
+    assert mod.main(args) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["horizon"] == 300 and summary["peak_rss_mb"] > 0
     assert (tmp_path / "long_horizon.nc").stat().st_size > 0

@@ -1,6 +1,7 @@
 """Bandit policies: ``Policy(init, select, update)`` records, one module per paper family."""
 
 from bayesfair.policies.base import CountState, Policy
+from bayesfair.policies.bilevel import BilevelState, bf_ts, bf_ucb, gef, gef_ts, mf, mf_ts
 from bayesfair.policies.classic import epsilon_greedy, thompson, ucb1, uniform
 from bayesfair.policies.fairx import UCBState, fairx_eg, fairx_ts, fairx_ucb, theorem_w0
 
@@ -16,4 +17,11 @@ __all__ = [
     "thompson",
     "epsilon_greedy",
     "uniform",
+    "BilevelState",
+    "bf_ucb",
+    "bf_ts",
+    "gef",
+    "gef_ts",
+    "mf",
+    "mf_ts",
 ]
