@@ -64,11 +64,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, float_in, positive_int
+from bayesfair._validate import float_in, positive_int
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
-from bayesfair.policies.fairx import fairx_ts, fairx_ucb
+from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb
 from bayesfair.posteriors.base import Posterior
 from bayesfair.types import Observation, Spec
 
@@ -145,16 +145,6 @@ def _check_posterior(posterior: Any) -> Posterior:
     if not isinstance(posterior, Posterior):
         raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
     return posterior
-
-
-def _check_ascent(learning_rate: Any, steps: Any, start: Any) -> tuple[float, int]:
-    lr = finite_float("learning_rate", learning_rate)
-    if lr <= 0:
-        raise ValueError(f"learning_rate must be > 0, got {lr}")
-    steps = positive_int("steps", steps, minimum=0)
-    if start not in ("upper", "center"):
-        raise ValueError(f"start must be 'upper' or 'center', got {start!r}")
-    return lr, steps
 
 
 def _fixed_point(beta: np.ndarray) -> np.ndarray:
@@ -457,7 +447,7 @@ def bf_ucb(
     merit = _check_merit(merit)
     delta = _check_delta(delta)
     lo, hi = check_reward_range(reward_range)
-    lr, steps = _check_ascent(learning_rate, steps, start)
+    lr, steps = check_ascent(learning_rate, steps, start)
     cfg = {"algorithm": "bf_ucb", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi],
            "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
     return _build(
@@ -564,7 +554,7 @@ def mf(
     merit = _check_merit(merit)
     delta = _check_delta(delta)
     lo, hi = check_reward_range(reward_range)
-    lr, steps = _check_ascent(learning_rate, steps, start)
+    lr, steps = check_ascent(learning_rate, steps, start)
     if horizon is not None:
         pol = fairx_ucb(merit, horizon=horizon, delta=delta, reward_range=(lo, hi), learning_rate=lr,
                         steps=steps, start=start)

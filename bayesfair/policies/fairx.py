@@ -67,6 +67,17 @@ def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
     return math.sqrt(2.0 * math.log(4.0 * horizon * n_arms / delta))
 
 
+def check_ascent(learning_rate: Any, steps: Any, start: Any) -> tuple[float, int]:
+    """Validate the projected-gradient-ascent settings shared by the optimistic fair policies."""
+    lr = finite_float("learning_rate", learning_rate)
+    if lr <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {lr}")
+    steps = positive_int("steps", steps, minimum=0)
+    if start not in ("upper", "center"):
+        raise ValueError(f"start must be 'upper' or 'center', got {start!r}")
+    return lr, steps
+
+
 class UCBState(NamedTuple):
     """FairX-UCB state: the counts, and w0 (fixed at init from T, K and delta)."""
 
@@ -115,12 +126,7 @@ def fairx_ucb(
     """
     merit = resolve_merit(merit)
     lo, hi = check_reward_range(reward_range)
-    lr = finite_float("learning_rate", learning_rate)
-    if lr <= 0:
-        raise ValueError(f"learning_rate must be > 0, got {lr}")
-    steps = positive_int("steps", steps, minimum=0)
-    if start not in ("upper", "center"):
-        raise ValueError(f"start must be 'upper' or 'center', got {start!r}")
+    lr, steps = check_ascent(learning_rate, steps, start)
     if w0 is None:
         if horizon is None:
             raise ValueError("fairx_ucb needs w0, or horizon (and delta) for Theorem 3.2.1's w0")
