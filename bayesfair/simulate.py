@@ -222,11 +222,11 @@ def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, e
         carry, buf = chunk_fn(carry, ts, slots, active)
         buf = jax.device_get(buf)
         acc = jax.device_get(carry.acc)
-        for j in range(in_chunk.size):
-            for m in SCALAR_METRICS:
-                scalars[m][:, ci + j] = totals[m] + getattr(buf, m)[:, j]
-            for m in ARM_METRICS:
-                arms[m][:, ci + j] = totals[m] + getattr(buf, m)[:, j]
+        n = in_chunk.size
+        for m in SCALAR_METRICS:
+            scalars[m][:, ci:ci + n] = totals[m][:, None] + getattr(buf, m)[:, :n]
+        for m in ARM_METRICS:
+            arms[m][:, ci:ci + n] = totals[m][:, None] + getattr(buf, m)[:, :n]
         for m in FairnessMetrics._fields:
             totals[m] = totals[m] + np.asarray(getattr(acc, m), np.float64)
         ci += in_chunk.size

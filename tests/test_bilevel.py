@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _checks import assert_valid_selection
 from jax import lax
 
 import bayesfair as bf
@@ -94,16 +95,7 @@ def test_policy_contract(name):
     keys = jax.random.split(jax.random.key(0), 16 * len(HIST))
     n_hist = jnp.repeat(jnp.asarray(HIST, jnp.int32), 16)
     action, probs, info = jax.jit(jax.vmap(run))(keys, n_hist)
-    n = keys.shape[0]
-    assert action.shape == (n,) and action.dtype == jnp.int32
-    assert probs.shape == (n, K) and probs.dtype == jnp.float32
-    assert isinstance(info, dict)
-    p = np.asarray(probs)
-    assert np.all(np.isfinite(p)) and np.all(p >= 0)
-    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
-    a = np.asarray(action)
-    assert np.all((a >= 0) & (a < K))
-    assert np.all(p[np.arange(n), a] > 0)
+    assert_valid_selection(action, probs, info, K)
     for v in info.values():
         assert np.all(np.isfinite(np.asarray(v)))
 

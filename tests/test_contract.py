@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _checks import assert_valid_selection
 
 import bayesfair as bf
 from bayesfair.posteriors import fit
@@ -53,16 +54,7 @@ def test_policy_contract(name):
 
     keys = jax.random.split(jax.random.key(0), 16)
     action, probs, info = jax.jit(jax.vmap(run))(keys)
-    assert action.shape == (16,) and action.dtype == jnp.int32
-    assert probs.shape == (16, K) and probs.dtype == jnp.float32
-    assert isinstance(info, dict)
-    p = np.asarray(probs)
-    assert np.all(np.isfinite(p)) and np.all(p >= 0)
-    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
-    a = np.asarray(action)
-    assert np.all((a >= 0) & (a < K))
-    # the action was drawn from pi_t: never an arm with zero probability
-    assert np.all(p[np.arange(16), a] > 0)
+    assert_valid_selection(action, probs, info, K)
 
 
 @pytest.mark.parametrize("name", list(POSTERIORS))

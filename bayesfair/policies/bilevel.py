@@ -384,6 +384,18 @@ def _posterior_estimate(posterior: Posterior):
     return estimate
 
 
+def _optimistic_fair_parts(merit: Merit, delta: float, lo: float, hi: float, lr: float, steps: int,
+                           start: str) -> dict[str, Any]:
+    """The ``_build`` pieces of the optimistic fair policies (BF-UCB, anytime MF): optimistic
+    means from reward sums, and the within-group fair policy of those means."""
+    return {
+        "estimate": _optimistic_estimate(merit, delta, lo, hi, lr, steps, start),
+        "within_rule": lambda mu, member: _within_fair(merit, mu, member),
+        "init_stats": _reward_sums,
+        "update_stats": _add_reward,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # public constructors
 
@@ -452,9 +464,7 @@ def bf_ucb(
            "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
     return _build(
         name="BF-UCB", config=cfg, beta=beta,
-        estimate=_optimistic_estimate(merit, delta, lo, hi, lr, steps, start),
-        within_rule=lambda mu, member: _within_fair(merit, mu, member),
-        init_stats=_reward_sums, update_stats=_add_reward,
+        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
     )
 
 
@@ -563,9 +573,7 @@ def mf(
            "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
     return _build(
         name="MF", config=cfg, beta=None,
-        estimate=_optimistic_estimate(merit, delta, lo, hi, lr, steps, start),
-        within_rule=lambda mu, member: _within_fair(merit, mu, member),
-        init_stats=_reward_sums, update_stats=_add_reward,
+        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
     )
 
 
