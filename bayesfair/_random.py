@@ -76,14 +76,23 @@ def beta(key: jax.Array, a: jax.Array, b: jax.Array, *, allow_small: bool = True
 
 
 def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
-    """Sample an index from the probability vector ``probs`` by inverting its CDF.
+    """Sample an index from the (possibly unnormalized) probability vector ``probs`` by inverting its CDF.
 
-    One uniform per draw (``jax.random.categorical`` needs a Gumbel per candidate).
+    One uniform per draw (``jax.random.categorical`` needs a Gumbel per candidate). The CDF is a
+    log-depth parallel prefix sum (``lax.associative_scan``): on CPU ``jnp.cumsum`` lowers to
+    windowed reductions that cost about 3x more at K = 60 (measured in
+    ``experiments/benchmarks/README.md``, "Where the time goes in the bi-level policies"). A tree
+    prefix sum need not be monotone to the last bit where ``probs`` has zeros, so the index is the
+    *first positive-probability* candidate whose prefix sum exceeds the uniform (falling back to the
+    last positive one): a candidate of probability zero is never returned.
     """
-    cdf = jnp.cumsum(probs)
+    cdf = lax.associative_scan(jnp.add, probs)
+    positive = probs > 0
     u = jax.random.uniform(key, (), cdf.dtype) * cdf[-1]
-    idx = jnp.sum(cdf <= u)
-    return jnp.minimum(idx, probs.shape[-1] - 1).astype(jnp.int32)
+    hit = (cdf > u) & positive
+    k = probs.shape[-1]
+    last_positive = k - 1 - jnp.argmax(positive[::-1])
+    return jnp.where(jnp.any(hit), jnp.argmax(hit), last_positive).astype(jnp.int32)
 
 
 def argmax_set(x: jax.Array) -> jax.Array:
