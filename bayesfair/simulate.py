@@ -179,9 +179,13 @@ def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, 
         buf = jax.tree.map(lambda x: jnp.zeros((_MAX_SLOTS, *x.shape), x.dtype), carry.acc)
 
         def play(c: RunCarry, t: jax.Array, with_record: bool = False):
-            rnd = env.step(jax.random.fold_in(c.env_key, t), c.env_params, t)
+            k_env = jax.random.fold_in(c.env_key, t)
+            rnd = env.step(k_env, c.env_params, t)
             action, probs, info = policy.select(jax.random.fold_in(c.policy_key, t), c.policy_state, rnd.obs)
-            reward = rnd.reward[action]
+            if env.pull is not None and not with_record:  # the pulled arm's draw only (rnd.reward is then dead code)
+                reward = env.pull(k_env, c.env_params, t, action)
+            else:
+                reward = rnd.reward[action]
             state = policy.update(c.policy_state, rnd.obs, action, reward)
             member = _member_of(rnd.obs.groups, static_member, m)
             floors, slack = c.floors, None

@@ -66,7 +66,13 @@ def _groups(groups: Any, n_arms: int) -> Groups:
     return g
 
 
-def _build(kind: str, means: Any, groups: Any, sample_reward, reward_range, extra: dict) -> Environment:
+def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict) -> Environment:
+    """``draw(key, mu_a) -> r`` is one arm's reward; arm a of round t uses ``fold_in(key_t, a)``.
+
+    Per-arm keys make every arm's counterfactual reward a function of (run, round, arm) only, so
+    ``step`` can report all K of them (round logs) while the simulator draws just the pulled
+    arm's with ``pull`` (the same bits: K times fewer random numbers per round).
+    """
     low, high = _means(means)
     k = low.size
     grp = _groups(groups, k)
@@ -78,8 +84,14 @@ def _build(kind: str, means: Any, groups: Any, sample_reward, reward_range, extr
             return low_j
         return jax.random.uniform(key, (k,), jnp.float32, low_j, high_j)
 
+    arms = jnp.arange(k)
+
     def step(key: jax.Array, params: jax.Array, t: jax.Array) -> Round:
-        return Round(Observation(t=t), sample_reward(key, params), params)
+        rewards = jax.vmap(lambda a, mu_a: draw(jax.random.fold_in(key, a), mu_a))(arms, params)
+        return Round(Observation(t=t), rewards, params)
+
+    def pull(key: jax.Array, params: jax.Array, t: jax.Array, action: jax.Array) -> jax.Array:
+        return draw(jax.random.fold_in(key, action), params[action])
 
     spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=reward_range)
     if fixed:
@@ -87,11 +99,11 @@ def _build(kind: str, means: Any, groups: Any, sample_reward, reward_range, extr
     else:
         means_cfg = {"distribution": "uniform", "low": low.tolist(), "high": high.tolist()}
     cfg = {"kind": kind, "n_arms": k, "means": means_cfg, "groups": grp.describe(), **extra}
-    return Environment(spec, grp, reset, step, lambda p: p, f"{kind}_arms", cfg)
+    return Environment(spec, grp, reset, step, lambda p: p, f"{kind}_arms", cfg, pull)
 
 
 def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
-    """K Bernoulli arms: r_t,a ~ Bernoulli(mu_a), one uniform per arm per round.
+    """K Bernoulli arms: r_t,a ~ Bernoulli(mu_a), one uniform per arm per round (from the arm's own key).
 
     Parameters
     ----------
@@ -105,10 +117,10 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
         bad = int(np.flatnonzero((low < 0) | (high > 1))[0])
         raise ValueError(f"Bernoulli means must be in [0, 1]; arm {bad} has range [{low[bad]}, {high[bad]}]")
 
-    def sample_reward(key: jax.Array, mu: jax.Array) -> jax.Array:
-        return (jax.random.uniform(key, mu.shape) < mu).astype(jnp.float32)
+    def draw(key: jax.Array, mu_a: jax.Array) -> jax.Array:
+        return (jax.random.uniform(key, ()) < mu_a).astype(jnp.float32)
 
-    return _build("bernoulli", means, groups, sample_reward, (0.0, 1.0), {})
+    return _build("bernoulli", means, groups, draw, (0.0, 1.0), {})
 
 
 def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environment:
@@ -117,7 +129,7 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
     if sigma <= 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
 
-    def sample_reward(key: jax.Array, mu: jax.Array) -> jax.Array:
-        return mu + sigma * jax.random.normal(key, mu.shape)
+    def draw(key: jax.Array, mu_a: jax.Array) -> jax.Array:
+        return mu_a + sigma * jax.random.normal(key, ())
 
-    return _build("gaussian", means, groups, sample_reward, None, {"sigma": sigma})
+    return _build("gaussian", means, groups, draw, None, {"sigma": sigma})

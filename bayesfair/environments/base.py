@@ -32,6 +32,13 @@ class Environment(NamedTuple):
         ``arm_means(params) -> [K]`` for multi-armed environments (recorded in results).
     name : str
     config : dict
+    pull : callable, optional
+        ``pull(key, params, t, action) -> reward``: the reward of one candidate, equal to
+        ``step(key, params, t).reward[action]`` bit for bit (same key, same draw). Environments
+        whose candidates draw their rewards from per-candidate keys offer it so that the simulator
+        draws only the pulled candidate's reward (O(1) instead of O(K) random numbers per round)
+        while every policy still sees the same counterfactual draws. ``None``: the simulator
+        indexes ``step(...).reward``.
     """
 
     spec: Spec
@@ -41,3 +48,4 @@ class Environment(NamedTuple):
     arm_means: Callable[[Any], jax.Array]
     name: str = "environment"
     config: dict[str, Any] = {}
+    pull: Callable[[jax.Array, Any, jax.Array, jax.Array], jax.Array] | None = None
