@@ -70,6 +70,7 @@ __all__ = [
     "posterior_draws",
     "from_posterior",
     "from_simulation",
+    "from_group_bias_fit",
     "observed_exposure",
     "summary",
     "simulate_with_states",
@@ -644,6 +645,47 @@ def run_state(states: Mapping[str, Any], policy: str, run: int = 0) -> Any:
     return jax.tree.map(lambda x: np.asarray(x)[int(run)], states[policy])
 
 
+def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None = None):
+    """:func:`posterior_tree` of a NUTS fit of the hierarchical group-bias model.
+
+    ``fit`` is a :class:`~bayesfair.posteriors.group_bias.NutsFit` and ``data`` the
+    :class:`~bayesfair.posteriors.group_bias.GroupBiasData` it was fitted to (biased-feedback
+    paper, Section 3.1, Eq. 2: y = x . (beta_i + psi_g(i)) + noise). The posterior group holds
+    ``psi`` [group, feature] for the **non-reference** groups only (the reference group's psi is 0
+    by construction, so its R-hat would be undefined; ``tree.attrs["reference_group"]`` names
+    it), ``beta`` [arm, feature] (true coefficients), ``beta_bar`` [feature] and whichever of
+    ``tau``, ``s``, ``sigma`` were sampled. ``sample_stats`` holds ``diverging`` and, with at
+    least 4 draws, ArviZ's R-hat and bulk/tail ESS of every variable. ``attrs`` are added to the
+    root attributes (JSON-friendly values).
+    """
+    import json
+
+    from bayesfair.posteriors.group_bias import GroupBiasData, NutsFit
+
+    if not isinstance(fit, NutsFit):
+        raise TypeError(f"fit must be a NutsFit (bayesfair.posteriors.group_bias.fit_nuts), got {type(fit).__name__}")
+    if not isinstance(data, GroupBiasData):
+        raise TypeError(f"data must be GroupBiasData (group_bias_data), got {type(data).__name__}")
+    n, m, d = int(data.group_of_arm.size), int(data.group_of_arm.max()) + 1, int(data.X.shape[1])
+    psi_all = np.asarray(fit.samples["psi_all"])
+    if psi_all.shape[2:] != (m, d) or np.asarray(fit.samples["beta"]).shape[2:] != (n, d):
+        raise ValueError(f"fit and data disagree: psi_all has shape {psi_all.shape[2:]} and beta "
+                         f"{np.asarray(fit.samples['beta']).shape[2:]}, the data have m={m} groups, n={n} arms, d={d}")
+    others = [g for g in range(m) if g != data.reference]
+    group_names = list(data.group_names) if data.group_names is not None else [str(g) for g in range(m)]
+    draws = {"psi": psi_all[:, :, others, :], "beta": fit.samples["beta"], "beta_bar": fit.samples["beta_bar"]}
+    draws.update({k: fit.samples[k] for k in ("tau", "s", "sigma") if k in fit.samples})
+    root = {"model": "bayesfair.posteriors.group_bias.group_bias_model",
+            "reference_group": group_names[data.reference], "nuts_config": json.dumps(fit.config),
+            "nuts_seconds": float(fit.seconds), "rows": int(data.y.size)}
+    root.update(dict(attrs or {}))
+    return posterior_tree(draws, dims={"psi": ["group", "feature"], "beta": ["arm", "feature"],
+                                       "beta_bar": ["feature"]},
+                          sample_stats={"diverging": np.asarray(fit.diverging, bool)},
+                          arm_names=data.arm_names, group_names=[group_names[g] for g in others],
+                          feature_names=data.feature_names, source="mcmc", attrs=root)
+
+
 class _StateCapture:
     """A ``simulate(checkpointer=...)`` hook that keeps each policy's latest run state (no files)."""
 
@@ -708,15 +750,16 @@ def _label(var: str, coord: Any) -> str:
 
 
 def summary(tree: Any, *, var_names: Sequence[str] | None = None, ci_prob: float | None = None,
-            kind: str | None = None):
+            kind: str | None = None, ci_kind: str | None = None):
     """ArviZ's summary of the posterior group plus exposure columns, as a pandas DataFrame.
 
     Rows are ``var[coord]`` (ArviZ labels). The ArviZ columns are ``kind="all"`` (mean, sd,
     credible interval, ess_bulk, ess_tail, r_hat, mcse) when MCMC ran, else ``kind="stats"``
-    (mean, sd, interval). Added columns, filled on the rows of ``pi_star``, ``pi_star_group``,
-    ``pi_star_within`` and ``pi_star_bilevel`` (NaN elsewhere): ``observed_share`` (the compared
-    share, see ``tree.attrs["compare"]``) and ``p_under_exposed`` (the under-exposure
-    probability). Numbers are not rounded.
+    (mean, sd, interval). ``ci_kind`` is ``"hdi"`` (highest density interval) or ``"eti"``
+    (equal-tailed); default ArviZ's ``rcParams["stats.ci_kind"]``. Added columns, filled on the
+    rows of ``pi_star``, ``pi_star_group``, ``pi_star_within`` and ``pi_star_bilevel`` (NaN
+    elsewhere): ``observed_share`` (the compared share, see ``tree.attrs["compare"]``) and
+    ``p_under_exposed`` (the under-exposure probability). Numbers are not rounded.
     """
     import arviz as az
     import pandas as pd
@@ -733,6 +776,10 @@ def summary(tree: Any, *, var_names: Sequence[str] | None = None, ci_prob: float
     kw: dict[str, Any] = {"round_to": "none", "kind": kind, "var_names": list(var_names) if var_names else None}
     if ci_prob is not None:
         kw["ci_prob"] = ci_prob
+    if ci_kind is not None:
+        if ci_kind not in ("hdi", "eti"):
+            raise ValueError(f"ci_kind must be 'hdi' or 'eti', got {ci_kind!r}")
+        kw["ci_kind"] = ci_kind
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of constant variables is NaN
         df = pd.DataFrame(az.summary(tree, **kw))

@@ -431,28 +431,7 @@ def test_family_income_environment(monkeypatch):
     assert rnd.obs.contexts.shape == (10, 58) and np.all(np.asarray(rnd.mean) > 0)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not (DATA / "compas" / "compas_filtered_groupfairtreatment.csv").is_file(),
-                    reason=f"COMPAS data not found under {DATA}")
-def test_compas_recipe_tiny(tmp_path, monkeypatch, capsys):
-    """models/compas_group_bias.py end to end on 300 rows with a few NUTS draws."""
-    import importlib.util
-    import json
-
-    import xarray as xr
-
-    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
-    spec = importlib.util.spec_from_file_location("compas_group_bias", ROOT / "models" / "compas_group_bias.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    args = ["--rows", "300", "--warmup", "20", "--samples", "20", "--chains", "1", "--out", str(tmp_path)]
-    assert mod.main(args) == 0
-    assert "posterior of psi (African-American vs rest)" in capsys.readouterr().out
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["data"]["rows"] == 300 and len(summary["psi"]) == 15
-    with xr.open_dataset(tmp_path / "posterior.nc", engine="h5netcdf") as ds:
-        assert ds["psi"].shape == (1, 20, 2, 15) and float(abs(ds["psi"].sel(group="rest")).max()) == 0.0
-    assert (tmp_path / "psi_summary.csv").read_text().startswith("feature,mean,sd,q05,q95,ess,r_hat")
+# models/compas_group_bias.py and the other real-data recipes: tests/test_group_bias_recipes.py
 
 
 # ------------------------------------------------------------------------------------ validation

@@ -55,7 +55,10 @@ NUTS path (tau, s, sigma unknown)
 ---------------------------------
 :func:`group_bias_model` is the same model in NumPyro, with tau, s, sigma either fixed (then its
 posterior is the conjugate one: tested) or given half-normal priors. The arm coefficients use the
-non-centred form beta_i = beta_bar + tau z_i. With ``sufficient=True`` the likelihood is written
+non-centred form beta_i = beta_bar + tau z_i; with ``noncentered_psi=True`` psi too is written
+psi_g = s u_g, u_g ~ N(0, I) (the same model: use it when s is sampled and the data say little
+about psi, where the centred psi ~ N(0, s^2 I) makes the funnel that stalls NUTS in s, e.g.
+Adult with 5 race groups). With ``sufficient=True`` the likelihood is written
 through each arm's sufficient statistics (N_i, X_i'X_i, X_i'y_i, y_i'y_i), which is the same
 density up to a constant and makes NUTS cost independent of the number of rows.
 :func:`fit_nuts` runs it.
@@ -756,6 +759,7 @@ def group_bias_model(
     prior_sd: float = 10.0,
     sufficient: bool = False,
     stats: Any = None,
+    noncentered_psi: bool = False,
 ) -> None:
     """NumPyro model of the hierarchical group-bias model (module docstring).
 
@@ -765,7 +769,9 @@ def group_bias_model(
     when not fixed (half-normal priors with scales ``tau_scale``, ``s_scale``, ``sigma_scale``);
     observed ``y``. With ``sufficient=True`` (requires ``y``) the Gaussian likelihood enters as a
     factor of the per-arm sufficient statistics (identical posterior, cost independent of N);
-    ``stats`` may pass precomputed :func:`sufficient_stats`.
+    ``stats`` may pass precomputed :func:`sufficient_stats`. With ``noncentered_psi=True`` the
+    sampled site is ``psi_z [m - 1, d]`` ~ N(0, 1) and ``psi = s psi_z`` is deterministic (the
+    same joint distribution of the other sites; see the module docstring).
     """
     import numpyro
     import numpyro.distributions as dist
@@ -786,7 +792,11 @@ def group_bias_model(
     beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
     z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d)), 1.0).to_event(2))
     beta = numpyro.deterministic("beta", beta_bar + tau_v * z)
-    psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d)), s_v).to_event(2))
+    if noncentered_psi:
+        psi_z = numpyro.sample("psi_z", dist.Normal(jnp.zeros((m - 1, d)), 1.0).to_event(2))
+        psi = numpyro.deterministic("psi", s_v * psi_z)
+    else:
+        psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d)), s_v).to_event(2))
     psi_all = numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d)), psi])[group_slot + 1])
     coef = beta + psi_all[labels]  # [n, d]: observed (biased) coefficients of every arm
     if sufficient:
@@ -804,7 +814,8 @@ def group_bias_model(
 
 class NutsFit(NamedTuple):
     """Result of :func:`fit_nuts`: ``samples`` name -> ``[chains, draws, ...]`` numpy arrays
-    (``beta``, ``psi_all``, ``beta_bar``, ``psi``, ``z`` and the scales that were sampled),
+    (``beta``, ``psi_all``, ``beta_bar``, ``psi``, ``z``, ``psi_z`` with ``noncentered_psi``, and the
+    scales that were sampled),
     ``diverging [chains, draws]`` bool, ``seconds`` wall time, ``config`` the settings."""
 
     samples: dict[str, np.ndarray]
@@ -831,6 +842,7 @@ def fit_nuts(
     sufficient: bool = True,
     target_accept: float = 0.8,
     progress_bar: bool = False,
+    noncentered_psi: bool = False,
 ) -> NutsFit:
     """Fit the hierarchical group-bias model by NUTS (scales fixed or half-normal).
 
@@ -847,6 +859,9 @@ def fit_nuts(
         :func:`bayesfair.set_host_devices`).
     sufficient : bool
         Write the likelihood through per-arm sufficient statistics (same posterior, faster).
+    noncentered_psi : bool
+        Sample psi as s times a standard normal (same posterior; better mixing of s when the data
+        say little about psi, see :func:`group_bias_model`).
     """
     from numpyro.infer import MCMC, NUTS
 
@@ -863,7 +878,8 @@ def fit_nuts(
     num_chains = positive_int("num_chains", num_chains)
     kwargs = dict(group_of_arm=data.group_of_arm, reference=data.reference, tau=tau, s=s, sigma=sigma,
                   tau_scale=tau_scale, s_scale=s_scale, sigma_scale=sigma_scale,
-                  prior_mean=np.asarray(prior_mean, np.float32), prior_sd=prior_sd, sufficient=sufficient)
+                  prior_mean=np.asarray(prior_mean, np.float32), prior_sd=prior_sd, sufficient=sufficient,
+                  noncentered_psi=bool(noncentered_psi))
     X = jnp.asarray(data.X, jnp.float32)
     y = jnp.asarray(data.y, jnp.float32)
     arms = jnp.asarray(data.arms, jnp.int32)
