@@ -86,8 +86,9 @@ def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> M
         raise ValueError(f"floor must be > 0 (the minimum-merit condition), got {floor}")
     lo, hi = _domain(domain)
     return Merit(
+        # No log_fn: max(mu, floor) is positive and cannot overflow, so pi* = f / sum f is already
+        # stable, and a log + exp per arm per use would dominate the bi-level study's round cost.
         fn=lambda mu: jnp.maximum(mu, floor),
-        log_fn=lambda mu: jnp.log(jnp.maximum(mu, floor)),
         name="identity",
         gamma=max(floor, lo),
         lipschitz=1.0,

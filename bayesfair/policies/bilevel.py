@@ -237,10 +237,10 @@ def _confidence_box(state: BilevelState, delta: float, lo: float, hi: float):
     member = state.member
     n = state.arm_pulls
     mu_hat = jnp.where(n > 0, state.stats / jnp.maximum(n, 1.0), 0.5 * (lo + hi))
-    n_group = member @ state.group_pulls.astype(jnp.float32)
-    k_group = member @ jnp.sum(member, axis=0)
-    width = jnp.sqrt(2.0 * jnp.log(4.0 * jnp.maximum(n_group, 1.0) * k_group / delta)) * jax.lax.rsqrt(
-        jnp.maximum(n, 1.0))
+    # w^g = sqrt(2 ln(4 N_g k_g / delta)) once per group [m], then spread to the arms (one log per group)
+    n_group = state.group_pulls.astype(jnp.float32)
+    w_group = jnp.sqrt(2.0 * jnp.log(4.0 * jnp.maximum(n_group, 1.0) * jnp.sum(member, axis=0) / delta))
+    width = (member @ w_group) * jax.lax.rsqrt(jnp.maximum(n, 1.0))
     low = jnp.where(n > 0, jnp.maximum(lo, mu_hat - width), lo)
     high = jnp.where(n > 0, jnp.minimum(hi, mu_hat + width), hi)
     return mu_hat, low, high
