@@ -692,6 +692,9 @@ def _arms(kind: str):
         from bayesfair.groups import Groups
 
         if isinstance(means, Mapping):
+            if n_arms is None and not any(isinstance(means[b], (list, tuple)) for b in ("low", "high")):
+                raise ConfigError("n_arms", "required with means = {low, high} of two numbers: the number of arms "
+                                            "whose means are drawn from U[low, high] per run (an integer >= 1)")
             means_obj: Any = UniformMeans(means["low"], means["high"], n_arms)
         else:
             if n_arms is not None and n_arms != len(means):
@@ -737,14 +740,39 @@ def linear_bandit(n_arms: int, n_features: int, theta: list[float] | None = None
                 reward_range=None if reward_range is None else tuple(reward_range))
 
 
-def yeast_bandit(mode: str = "mab", split: str = "all", n_rff: int = 50, rff_scale: float | str = "median",
-                 key: int = 0, standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6,
-                 groups: list[int] | None = None):
-    """The yeast multi-label bandit (14 arms; FairX Section 5.1); needs the yeast dataset."""
+def yeast_bandit(mode: str = "mab", split: str = "all", part: str = "all", validation_fraction: float = 0.2,
+                 split_seed: int = 0, n_rff: int = 50, rff_scale: float | str = "median", key: int = 0,
+                 standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6, groups: list[int] | None = None):
+    """The yeast multi-label bandit (14 arms; FairX Section 5.1); needs the yeast dataset.
+
+    ``split`` picks MULAN's files (``all``/``train``/``test``); ``part`` then keeps all those rows,
+    or the ``validation`` (``validation_fraction`` of them) or ``test`` part (the rest) of the
+    random split :func:`bayesfair.tuning.validation_split` with ``split_seed`` -- Section 5.1's
+    20% / 80% split, the one ``experiments/fairx_yeast/run.py --seed S`` uses (``split_seed = S``).
+    A linear ``validation`` part with ``rff_scale = "median"`` takes the bandwidth of the ``test``
+    part, so both parts share one random Fourier map, as in that script.
+    """
     from bayesfair.environments.multilabel import yeast_bandit as make
 
-    return make(mode=mode, split=split, n_rff=n_rff, rff_scale=rff_scale, key=key, standardize=standardize,
-                bias=bias, ridge=ridge, groups=groups)
+    kw = {"mode": mode, "n_rff": n_rff, "rff_scale": rff_scale, "key": key, "standardize": standardize,
+          "bias": bias, "ridge": ridge, "groups": groups}
+    if part == "all":
+        return make(split=split, **kw)
+    import numpy as np
+
+    from bayesfair.datasets import load_yeast
+    from bayesfair.environments.multilabel import multilabel_bandit
+    from bayesfair.tuning import validation_split
+
+    df = load_yeast(split=split)
+    s = validation_split(df[list(df.attrs["features"])].to_numpy(np.float64),
+                         df[list(df.attrs["labels"])].to_numpy(np.float64), fraction=validation_fraction,
+                         seed=split_seed)
+    if part == "validation" and mode == "linear" and rff_scale == "median":
+        kw["rff_scale"] = multilabel_bandit(s.test_features, s.test_labels, **kw).config["rff_scale"]
+    x, y = (s.val_features, s.val_labels) if part == "validation" else (s.test_features, s.test_labels)
+    prefix = "yeast" if split == "all" else f"yeast_{split}"
+    return multilabel_bandit(x, y, name=f"{prefix}_{mode}_{'val' if part == 'validation' else part}", **kw)
 
 
 def _register_defaults() -> None:
@@ -772,7 +800,42 @@ def _register_defaults() -> None:
     register(E, "bernoulli_arms", bernoulli_arms)
     register(E, "gaussian_arms", gaussian_arms)
     register(E, "linear_bandit", linear_bandit)
-    register(E, "yeast_bandit", yeast_bandit)
+    register(E, "yeast_bandit", yeast_bandit, overrides={
+        "mode": {"choices": ("mab", "linear")}, "split": {"choices": ("all", "train", "test")},
+        "part": {"kind": "str", "choices": ("all", "validation", "test")},
+        "validation_fraction": {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
+        "split_seed": {"kind": "int", "low": 0}})
+    # The group-meritocratic and biased-feedback constructors, registered by name so that their
+    # parameters carry ranges (the constructors' own checks; a module scan would type them by default).
+    gmp, gme = "bayesfair.policies.group_meritocratic", "bayesfair.environments.group_meritocratic"
+    bp, be = "bayesfair.policies.biased", "bayesfair.environments.biased"
+    unit_open = {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True}  # (0, 1]
+    pos_int, nonneg_int, nonneg = {"kind": "int", "low": 1}, {"kind": "int", "low": 0}, {"kind": "float", "low": 0.0}
+    for name in ("fair_greedy", "fair_greedy_multigroup"):
+        register(P, name, f"{gmp}:{name}", overrides={"rho": unit_open, "block": pos_int})
+    for name in ("oful", "greedy", "uniform_random"):
+        register(P, name, f"{gmp}:{name}")
+    for name in ("top_interval", "interval_chaining", "naive_fair"):
+        register(P, name, f"{bp}:{name}", overrides={"ridge": {"kind": "float", **_POS}})
+    register(P, "group_fair_top_interval", f"{bp}:group_fair_top_interval",
+             overrides={"ridge": {"kind": "float", **_POS}, "reference": nonneg_int, "rho": {"kind": "float"}})
+    register(P, "group_fair_ts", f"{bp}:group_fair_ts", overrides={
+        "tau": {"kind": "float", **_POS}, "s": {"kind": "float", **_POS}, "prior_sd": {"kind": "float", **_POS},
+        "reference": nonneg_int, "method": {"kind": "str", "choices": ("auto", "joint", "collapsed")}})
+    block = {"group_weights": {"kind": "any"}, "n_groups": pos_int, "block_size": pos_int,
+             "bias_step": {"kind": "float"}, "bias_weight": {"kind": "float"}, "cdf_seed": nonneg_int}
+    register(E, "gmf_synthetic", f"{gme}:gmf_synthetic", overrides=block)
+    register(E, "gmf_multigroup", f"{gme}:gmf_multigroup",
+             overrides={**block, "n_candidates": pos_int, "proportions": {"kind": "floats", "low": 0.0, "high": 1.0}})
+    register(E, "gmf_adult", f"{gme}:gmf_adult", hidden=("df",), overrides={
+        "n_candidates": pos_int, "group": {"kind": "str", "choices": ("race", "sex")},
+        "split": {"choices": ("all", "train", "test")}, "min_group_size": pos_int})
+    register(E, "synthetic_biased", f"{be}:synthetic_biased", hidden=("name",), overrides={
+        "n_arms": {"kind": "int", "low": 4}, "n_sensitive": {"kind": "int", "low": 2}, "bias_mean": nonneg,
+        "coef_high": {"kind": "float", **_POS}, "noise_sd": nonneg})
+    register(E, "compas_bandit", f"{be}:compas_bandit", hidden=("name",), overrides={"noise_sd": nonneg})
+    register(E, "family_income_bandit", f"{be}:family_income_bandit", hidden=("name",), overrides={
+        "n_buckets": {"kind": "int", "low": 2}, "reward_scale": {"kind": "float", **_POS}, "noise_sd": nonneg})
     register_module(E, "bayesfair.environments.group_meritocratic")
     register_module(E, "bayesfair.environments.biased")
 

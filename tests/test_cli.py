@@ -202,3 +202,27 @@ def test_simulate_demo_config_reproduces_demo(tmp_path, capsys):
     for v in a.data_vars:
         if v != "seconds":
             np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+
+
+def test_sweep_on_dask_then_plot_and_report_end_to_end(tmp_path, capsys):
+    """`simulate SWEEP --dask` on a two-worker LocalCluster, then `plot` and `report` on the combined results."""
+    cfg = tmp_path / "tsw.toml"
+    cfg.write_text(TINY.replace('name = "tiny"', 'name = "tsw"') + '\n[sweep]\n"policies.EG.epsilon" = [0.05, 0.5]\n')
+    out = tmp_path / "out"
+    assert cli.main(["simulate", str(cfg), "--out", str(out), "--dask", "--workers", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "on Dask (a LocalCluster of 2 workers)" in captured.err
+    assert f"wrote {out / 'tsw.nc'} (2 points)" in captured.out
+    ds = io.read_results(out / "tsw.nc")
+    assert ds["policies.EG.epsilon"].values.tolist() == [0.05, 0.5]
+    ex = ds["exposure"].isel(checkpoint=-1).values
+    assert not np.array_equal(ex[0], ex[1])  # the swept value reached the policies
+    assert sorted(p.name for p in (out / "tsw.points").glob("*.nc")) == ["tsw-000.nc", "tsw-001.nc"]
+    assert cli.main(["plot", str(out)]) == 0
+    assert (out / "tsw.sweep.png").stat().st_size > 0
+    assert cli.main(["report", str(out)]) == 0
+    md = (out / "tsw.report.md").read_text()
+    assert "Final cumulative regret per sweep point" in md and "![tsw.sweep](tsw.sweep.png)" in md
+    sweep_section = md.split("## Final cumulative regret per sweep point")[1].split("\n## ")[0]
+    assert "policies.EG.epsilon" in sweep_section and sweep_section.count("| EG |") == 2  # one row per point
+    assert "data:image/png;base64," in (out / "tsw.report.html").read_text()
