@@ -165,10 +165,37 @@ def _update_state(state: IntervalState, x: jax.Array, action: jax.Array, reward:
     )
 
 
+# Largest d for which the triangular solves are unrolled substitutions (see _tri_solve).
+_UNROLL_MAX_D = 8
+
+
+def _tri_solve(chol: jax.Array, v: jax.Array, *, trans: bool = False) -> jax.Array:
+    """L^-1 v (``trans=False``) or L^-T v for one lower factor ``chol`` [d, d] and ``v`` [d].
+
+    For d <= ``_UNROLL_MAX_D`` this is forward (back) substitution written out over the d rows:
+    d^2 / 2 scalar multiply-adds that XLA fuses with the surrounding arithmetic. On CPU,
+    ``solve_triangular`` is one LAPACK ``trsm`` call per matrix (per run and arm under ``vmap``)
+    plus layout copies, which made GroupFairTopInterval's round about 2x slower at d = 2
+    (experiments/benchmarks/README.md, ``biased_bench.py``). The substitution is the algorithm
+    ``trsm`` runs for one right-hand side, so the results agree up to rounding. Larger d keeps
+    ``solve_triangular`` (the unrolled form grows as d^2 and stops paying off near d = 15).
+    """
+    d = chol.shape[-1]
+    if d > _UNROLL_MAX_D:
+        return solve_triangular(chol, v, lower=True, trans=1 if trans else 0)
+    out: list[Any] = [None] * d
+    for i in (range(d - 1, -1, -1) if trans else range(d)):
+        acc = v[i]
+        for j in (range(i + 1, d) if trans else range(i)):
+            acc = acc - (chol[j, i] if trans else chol[i, j]) * out[j]
+        out[i] = acc / chol[i, i]
+    return jnp.stack(out)
+
+
 def _fit_at(chol: jax.Array, xty: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(beta_hat . x, x' A^-1 x) for one factor ``chol`` [d, d], ``xty`` [d] and context ``x`` [d]."""
-    v = solve_triangular(chol, x, lower=True)
-    u = solve_triangular(chol, xty, lower=True)
+    v = _tri_solve(chol, x)
+    u = _tri_solve(chol, xty)
     return jnp.dot(v, u), jnp.dot(v, v)
 
 
@@ -187,7 +214,7 @@ def _group_coefficients(state: IntervalState) -> jax.Array:
     """psi_hat_j = G_j^-1 c_j, ``[m, d]`` (Algorithm 1, lines 4-5)."""
 
     def solve(chol, xty):
-        return solve_triangular(chol, solve_triangular(chol, xty, lower=True), lower=True, trans=1)
+        return _tri_solve(chol, _tri_solve(chol, xty), trans=True)
 
     return jax.vmap(solve)(state.group_chol, state.group_xty)
 
