@@ -1,6 +1,7 @@
 """Study configs: validation errors name the key path, the value and what is allowed; the demo config."""
 
 import copy
+import os
 from pathlib import Path
 
 import numpy as np
@@ -211,6 +212,9 @@ def test_demo_config_is_the_demo_study():
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)
-def test_every_shipped_config_validates(path):
+def test_every_shipped_config_validates(path, monkeypatch):
+    # configs on datasets (yeast, Adult) build their environment: read the shared data folder
+    data = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
+    monkeypatch.setenv("BAYESFAIR_DATA", str(data))
     obj = load_config(path)
     assert obj.name
