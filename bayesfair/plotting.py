@@ -23,6 +23,14 @@ def _plt():
     return plt
 
 
+def _compact_rounds(ax) -> None:
+    """At most 6 round ticks with engineering suffixes (200k, 2M) so long horizons stay legible."""
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+
+
 def plot_regret(ds: Any, metrics: tuple[str, ...] = ("fairness_regret", "reward_regret"),
                 band: tuple[float, float] = (0.1, 0.9), logx: bool = False):
     """Cumulative regret over rounds: mean over runs with a quantile band, one panel per metric."""
@@ -40,6 +48,8 @@ def plot_regret(ds: Any, metrics: tuple[str, ...] = ("fairness_regret", "reward_
         ax.set_ylabel(metric.replace("_", " "))
         if logx:
             ax.set_xscale("log")
+        else:
+            _compact_rounds(ax)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"mean over {ds.sizes['run']} runs, band {int(band[0] * 100)}-{int(band[1] * 100)}% of runs",
