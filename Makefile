@@ -32,6 +32,9 @@ bench: $(STAMP)
 	$(PY) experiments/benchmarks/fairx_ts_bench.py
 	$(PY) experiments/benchmarks/fairx_lints_bench.py
 	$(PY) experiments/benchmarks/bilevel_bench.py
+	$(PY) experiments/benchmarks/fair_greedy_bench.py
+	$(PY) experiments/benchmarks/biased_bench.py
+	$(PY) experiments/benchmarks/mcmc_refresh_bench.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check bayesfair tests experiments

@@ -1,0 +1,416 @@
+"""Throughput of GroupFairTopInterval and GroupFair-TS: the jitted bayesfair simulator vs NumPy over runs.
+
+Setting: the synthetic problem of Section 5.2 of group_fairness_biased_feedback_aamas2022
+(:func:`bayesfair.environments.biased.synthetic_biased`): n = 10 arms, 5 of them sensitive,
+d = 2, bias mean mu = 10; per run beta_i ~ U[0, 10]^d for every arm, the sensitive group's bias
+psi ~ U[-2 mu, 0]^d; contexts U[0, 1]^d per arm and round; observed reward
+(beta_i + psi_g(i)) . x + N(0, 1), true reward beta_i . x. R runs (default 50, the paper-scale
+experiment's) of T rounds; the issue asks for T = 1e3 and T = 1e6. The unit is run-rounds per
+second (R * T / wall seconds).
+
+Policies (the experiment's settings):
+
+- GroupFairTopInterval (Algorithm 1, :func:`bayesfair.policies.biased.group_fair_top_interval`):
+  delta = 0.1, sigma = 1, ridge 0.01, reference group 0, anytime widths (t for T).
+- GroupFair-TS (:func:`bayesfair.policies.biased.group_fair_ts`): Thompson sampling on the joint
+  conjugate posterior of (beta_bar, beta_1..n, psi), tau = 10 / sqrt(12), s = 2 mu / sqrt(3),
+  sigma = 1, beta_bar ~ N(0, 10^2 I); plays argmax_i beta_i . x_i of one posterior draw.
+
+The NumPy implementations run the same algorithms with the same incremental statistics, batched
+over runs with one Python loop over rounds, float64:
+
+- GroupFairTopInterval: per arm and per group the inverse of lam I + X'X kept by Sherman-Morrison
+  rank-one updates (bayesfair keeps Cholesky factors; same matrices), b = X'y; the estimates,
+  widths z(delta / (2 n t)) sigma sqrt(x' A^-1 x) and group widths z(delta |P_j| / (2 n t))
+  sigma sqrt(x' G_j^-1 x) as in Algorithm 1; exploration with probability t^(-1/3); ties of the
+  index split uniformly; the action drawn from pi_t by inverse CDF.
+- GroupFair-TS: the joint precision matrix P [R, D, D] (D = d (1 + n + 1)) and P mu, updated
+  rank-one per pull; each round a batched Cholesky of P, the mean by a batched solve and the draw
+  mean + L^-T z (NumPy has no triangular solver: a general batched solve on the factor).
+
+Both draw the environment the same way (their random numbers are independent), and accumulate
+the biased regret (Eq. 1, against the best observed-reward arm) and the true regret (Eq. 3) as
+expectations over pi_t, as the simulator does. The final regrets / T of the two implementations
+should agree within sampling error (printed, not asserted).
+
+The JAX side is ``bayesfair.simulate`` with all of its metrics, runs sharded over both CPU
+devices: *end-to-end* (one call, compile included), *steady-state* R T / (time(2T) - time(T))
+(flagged ``?`` when the difference is under twice the spread of repeated timings), *per-chunk*
+(first to last chunk of the 2T call) and the compile estimate 2 time(T) - time(2T). With
+``--compare-solvers`` GroupFairTopInterval is also timed with LAPACK triangular solves
+(``_UNROLL_MAX_D = 0``) instead of the unrolled d <= 8 substitutions it uses by default.
+
+So the ratios compare 2 cores (JAX) with 1 (NumPy). Target: steady-state (or per-chunk) JAX >= 3x
+NumPy; nothing is asserted. NumPy's cost per round does not grow with t, so ``--numpy-horizon``
+(default min(T, 20,000)) times a shorter NumPy run at the same per-round rate.
+
+Usage: ``python experiments/benchmarks/biased_bench.py [--horizon T] [--runs R]
+[--policies GFTI GFTS] [--compare-solvers] [--quick] [--out FILE]``. See
+experiments/benchmarks/README.md for measured numbers.
+"""
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
+
+# isort: split
+import numpy as np
+
+import bayesfair.policies.biased as pb
+from bayesfair.environments.biased import synthetic_biased
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fairx_ts_bench import machine_info, write_json_atomic  # noqa: E402
+
+N_ARMS, N_SENSITIVE, D, MU = 10, 5, 2, 10.0
+COEF_HIGH, NOISE_SD = 10.0, 1.0
+DELTA, SIGMA, RIDGE = 0.1, 1.0, 1e-2
+TAU, S_PSI, PRIOR_SD = COEF_HIGH / np.sqrt(12.0), 2.0 * MU / np.sqrt(3.0), 10.0
+TARGET_RATIO = 3.0
+POLICIES = {"GFTI": "GroupFairTopInterval", "GFTS": "GroupFair-TS"}
+_NORMAL = statistics.NormalDist()
+
+
+def _groups():
+    return np.r_[np.zeros(N_ARMS - N_SENSITIVE, np.int64), np.ones(N_SENSITIVE, np.int64)]
+
+
+def _draw_problem(rng, runs):
+    """Per run: beta [R, n, d] ~ U[0, 10], psi [R, m, d] (row 0 = reference = 0, row 1 ~ U[-2 mu, 0])."""
+    beta = rng.uniform(0.0, COEF_HIGH, (runs, N_ARMS, D))
+    psi = np.zeros((runs, 2, D))
+    psi[:, 1] = rng.uniform(-2.0 * MU, 0.0, (runs, D))
+    return beta, psi
+
+
+def _round(rng, beta, psi, group):
+    """Contexts [R, n, d] and the observed / true expected rewards [R, n] of one round."""
+    x = rng.uniform(0.0, 1.0, beta.shape)
+    true = np.einsum("rnd,rnd->rn", beta, x)
+    observed = true + np.einsum("rnd,rnd->rn", psi[:, group], x)
+    return x, observed, true
+
+
+def _z(p):
+    """|Phi^-1(p)| for a small tail probability p (scalar)."""
+    return -_NORMAL.inv_cdf(min(max(p, 1e-300), 0.5))
+
+
+def _sherman_morrison(inv, x):
+    """(A + x x')^-1 from A^-1, batched: inv [R, d, d], x [R, d]."""
+    v = np.einsum("rij,rj->ri", inv, x)
+    return inv - np.einsum("ri,rj->rij", v, v) / (1.0 + np.einsum("ri,ri->r", x, v))[:, None, None]
+
+
+def numpy_gfti(runs, horizon, seed):
+    """GroupFairTopInterval (Algorithm 1, two groups, reference 0) on the synthetic problem, batched over runs.
+
+    Returns
+    -------
+    dict
+        ``regret``, ``true_regret`` ``[R]`` at T and ``sensitive_share`` ``[R]`` (pulls of group 1 / T).
+    """
+    rng = np.random.default_rng(seed)
+    group = _groups()
+    n, m, R = N_ARMS, 2, runs
+    size = np.bincount(group, minlength=m).astype(np.float64)
+    beta, psi = _draw_problem(rng, R)
+    a_inv = np.broadcast_to(np.eye(D) / RIDGE, (R, n, D, D)).copy()
+    b = np.zeros((R, n, D))
+    g_inv = np.broadcast_to(np.eye(D) / RIDGE, (R, m, D, D)).copy()
+    c = np.zeros((R, m, D))
+    regret, true_regret, sens = np.zeros(R), np.zeros(R), np.zeros(R)
+    rows, own = np.arange(R), group[None, :]
+    for t in range(1, horizon + 1):
+        x, observed, true = _round(rng, beta, psi, group)
+        ax = np.einsum("rnij,rnj->rni", a_inv, x)                  # A_i^-1 x_i
+        est = np.einsum("rni,rni->rn", ax, b)                       # beta_hat_i . x_i
+        w = _z(DELTA / (2.0 * n * t)) * SIGMA * np.sqrt(np.maximum(np.einsum("rni,rni->rn", ax, x), 0.0))
+        gx = np.einsum("rmij,rnj->rnmi", g_inv, x)                  # G_j^-1 x_i
+        g_est = np.einsum("rnmi,rmi->rnm", gx, c)                   # psi_hat_j . x_i
+        z_b = np.array([_z(DELTA * size[j] / (2.0 * n * t)) for j in range(m)])
+        gb = z_b * SIGMA * np.sqrt(np.maximum(np.einsum("rnmi,rni->rnm", gx, x), 0.0))
+        own_est = np.take_along_axis(g_est, np.broadcast_to(own, (R, n))[..., None], 2)[..., 0]
+        own_b = np.take_along_axis(gb, np.broadcast_to(own, (R, n))[..., None], 2)[..., 0]
+        corrected = est + w - own_est + own_b + g_est[..., 0] + gb[..., 0]
+        upper = np.where(own == 0, est + w, corrected)
+        top = upper == upper.max(axis=1, keepdims=True)
+        eps = min(t ** (-1.0 / 3.0), 1.0)
+        probs = eps / n + (1.0 - eps) * top / top.sum(axis=1, keepdims=True)
+        cdf = np.cumsum(probs, axis=1)
+        u = rng.uniform(size=(R, 1)) * cdf[:, -1:]
+        action = np.minimum((cdf <= u).sum(axis=1), n - 1)
+        regret += observed.max(axis=1) - (probs * observed).sum(axis=1)
+        true_regret += true.max(axis=1) - (probs * true).sum(axis=1)
+        g = group[action]
+        sens += g == 1
+        xa = x[rows, action]
+        y = observed[rows, action] + NOISE_SD * rng.standard_normal(R)
+        a_inv[rows, action] = _sherman_morrison(a_inv[rows, action], xa)
+        b[rows, action] += xa * y[:, None]
+        g_inv[rows, g] = _sherman_morrison(g_inv[rows, g], xa)
+        c[rows, g] += xa * y[:, None]
+    return {"regret": regret, "true_regret": true_regret, "sensitive_share": sens / horizon}
+
+
+def _ts_prior_precision():
+    """Joint prior precision over theta = (beta_bar, beta_1..n, psi_1), blocks of d: [D, D]."""
+    k = 1 + N_ARMS + 1
+    blocks = np.zeros((k, k))
+    blocks[0, 0] = 1.0 / PRIOR_SD**2
+    for i in range(1, 1 + N_ARMS):  # beta_i ~ N(beta_bar, tau^2 I)
+        blocks[i, i] += 1.0 / TAU**2
+        blocks[0, 0] += 1.0 / TAU**2
+        blocks[0, i] = blocks[i, 0] = -1.0 / TAU**2
+    blocks[k - 1, k - 1] = 1.0 / S_PSI**2  # psi of the sensitive group ~ N(0, s^2 I)
+    return np.kron(blocks, np.eye(D))
+
+
+def numpy_gfts(runs, horizon, seed):
+    """GroupFair-TS (joint conjugate posterior, one draw per round, argmax of the sampled true rewards).
+
+    Returns
+    -------
+    dict
+        As :func:`numpy_gfti`.
+    """
+    rng = np.random.default_rng(seed)
+    group = _groups()
+    n, R = N_ARMS, runs
+    beta, psi = _draw_problem(rng, R)
+    dim = D * (n + 2)
+    prec = np.broadcast_to(_ts_prior_precision(), (R, dim, dim)).copy()
+    h = np.zeros((R, dim))  # P mu (the prior mean is 0)
+    regret, true_regret, sens = np.zeros(R), np.zeros(R), np.zeros(R)
+    rows = np.arange(R)
+    for _ in range(horizon):
+        x, observed, true = _round(rng, beta, psi, group)
+        chol = np.linalg.cholesky(prec)
+        mean = np.linalg.solve(prec, h[..., None])[..., 0]
+        z = rng.standard_normal((R, dim, 1))
+        draw = mean + np.linalg.solve(np.swapaxes(chol, 1, 2), z)[..., 0]
+        arms = draw[:, D:D * (n + 1)].reshape(R, n, D)
+        scores = np.einsum("rnd,rnd->rn", arms, x)
+        action = scores.argmax(axis=1)  # ties have probability zero (continuous draws)
+        regret += observed.max(axis=1) - observed[rows, action]
+        true_regret += true.max(axis=1) - true[rows, action]
+        sens += group[action] == 1
+        xa = x[rows, action]
+        y = observed[rows, action] + NOISE_SD * rng.standard_normal(R)
+        phi = np.zeros((R, dim))
+        cols = D * (1 + action)[:, None] + np.arange(D)
+        phi[rows[:, None], cols] = xa
+        sensitive = group[action] == 1
+        phi[sensitive, D * (n + 1):] = xa[sensitive]
+        prec += np.einsum("ri,rj->rij", phi, phi) / SIGMA**2
+        h += phi * (y / SIGMA**2)[:, None]
+    return {"regret": regret, "true_regret": true_regret, "sensitive_share": sens / horizon}
+
+
+def _policy(key):
+    if key == "GFTI":
+        return pb.group_fair_top_interval(DELTA, sigma=SIGMA, ridge=RIDGE)
+    return pb.group_fair_ts(tau=TAU, s=S_PSI, sigma=SIGMA, prior_sd=PRIOR_SD)
+
+
+def run_jax(key, runs, horizon, seed, chunk_size):
+    """One timed ``bayesfair.simulate`` call (compilation included).
+
+    Returns
+    -------
+    seconds : float
+    chunk_rate : float or None
+        Run-rounds per second between the first and the last chunk (None with one chunk).
+    finals : dict
+        ``regret``, ``true_regret``, ``sensitive_share`` ``[R]`` at T.
+    """
+    env = synthetic_biased(N_ARMS, N_SENSITIVE, D, bias_mean=MU, coef_high=COEF_HIGH, noise_sd=NOISE_SD)
+    merit = bayesfair.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
+    stamps = []
+    t0 = time.perf_counter()
+    ds = bayesfair.simulate(seed, env, {key: _policy(key)}, horizon, runs, merit=merit, checkpoints=[horizon],
+                            chunk_size=min(chunk_size, horizon),
+                            progress=lambda info: stamps.append((time.perf_counter(), info["done"])))
+    seconds = time.perf_counter() - t0
+    chunk_rate = None
+    if len(stamps) > 1:
+        (ta, da), (tb, db) = stamps[0], stamps[-1]
+        chunk_rate = (db - da) / (tb - ta) if tb > ta else None
+    fin = ds.sel(policy=key, checkpoint=horizon)
+    finals = {"regret": fin["regret"].values, "true_regret": fin["true_regret"].values,
+              "sensitive_share": fin["group_pulls"].values[:, 1] / horizon}
+    return seconds, chunk_rate, finals
+
+
+def _mean_se(x):
+    x = np.asarray(x, np.float64)
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
+
+
+def _ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
+def _time_jax(key, args, T):
+    """Best-of-repeats times of T and 2T (interleaved), the per-chunk rate and the finals at T."""
+    run_jax(key, args.runs, min(T, args.chunk_size), args.seed, args.chunk_size)  # untimed warm-up
+    times, chunk_rates, finals = {T: [], 2 * T: []}, [], None
+    for _ in range(args.repeats):
+        for h in (T, 2 * T):
+            seconds, chunk_rate, fin = run_jax(key, args.runs, h, args.seed, args.chunk_size)
+            times[h].append(seconds)
+            if h == T:
+                finals = fin
+            elif chunk_rate is not None:
+                chunk_rates.append(chunk_rate)
+    return times, (max(chunk_rates) if chunk_rates else None), finals
+
+
+def bench_policy(key, args, T):
+    """NumPy and JAX timings and the statistical cross-check of one policy at horizon T."""
+    R = args.runs
+    numpy_fn = numpy_gfti if key == "GFTI" else numpy_gfts
+    np_T = min(T, args.numpy_horizon)
+    np_times, np_out = [], None
+    for rep in range(args.repeats):
+        t0 = time.perf_counter()
+        np_out = numpy_fn(R, np_T, args.seed + rep)
+        np_times.append(time.perf_counter() - t0)
+    times, chunk_rate, finals = _time_jax(key, args, T)
+    np_s, jax_s, jax_s2 = min(np_times), min(times[T]), min(times[2 * T])
+    numpy_rate, e2e_rate = R * np_T / np_s, R * T / jax_s
+    steady_rate = R * T / (jax_s2 - jax_s) if jax_s2 > jax_s else None
+    spread = max(max(v) - min(v) for v in times.values()) if args.repeats > 1 else None
+    resolved = None if spread is None else bool(jax_s2 - jax_s > 2 * spread)
+    out = {"policy": POLICIES[key], "horizon": T, "numpy_horizon": np_T, "numpy_seconds": np_times,
+           "jax_seconds_T": times[T], "jax_seconds_2T": times[2 * T],
+           "jax_compile_seconds_estimate": 2 * jax_s - jax_s2, "numpy_rate": numpy_rate,
+           "jax_end_to_end_rate": e2e_rate, "jax_steady_rate": steady_rate, "jax_steady_resolved": resolved,
+           "jax_chunk_rate": chunk_rate, "ratio_steady": _ratio(steady_rate, numpy_rate),
+           "ratio_chunk": _ratio(chunk_rate, numpy_rate), "ratio_end_to_end": e2e_rate / numpy_rate}
+    if np_T == T:  # the cross-check needs the same horizon
+        for metric in ("regret", "true_regret", "sensitive_share"):
+            scale = 1.0 if metric == "sensitive_share" else 1.0 / T
+            out[f"numpy_{metric}"] = _mean_se(np_out[metric] * scale)
+            out[f"jax_{metric}"] = _mean_se(finals[metric] * scale)
+    return out
+
+
+def bench_solvers(args, T):
+    """GroupFairTopInterval per-chunk and steady rates with the unrolled and the LAPACK triangular solves."""
+    out = {}
+    default = pb._UNROLL_MAX_D
+    try:
+        for label, value in (("unrolled", default), ("lapack", 0)):
+            pb._UNROLL_MAX_D = value
+            times, chunk_rate, _ = _time_jax("GFTI", args, T)
+            jax_s, jax_s2 = min(times[T]), min(times[2 * T])
+            out[label] = {"chunk_rate": chunk_rate,
+                          "steady_rate": args.runs * T / (jax_s2 - jax_s) if jax_s2 > jax_s else None}
+    finally:
+        pb._UNROLL_MAX_D = default
+    return out
+
+
+def _fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_report(report):
+    a = report["args"]
+    mi = report["machine"]
+    print(f"machine: {mi['cpu_count']} CPUs, jax.local_device_count()={mi['jax_local_device_count']}, "
+          f"jax {mi['jax_version']}, numpy {mi['numpy_version']}, {mi['platform']}, "
+          f"load average {_fmt(report['load_average_at_start'], '.2f')} at start")
+    print(f"synthetic biased bandit (n={N_ARMS}, {N_SENSITIVE} sensitive, d={D}, mu={MU:g}), R={a['runs']}, "
+          f"best of {a['repeats']}; run-rounds/s (NumPy: batched over runs, 1 thread; JAX: 2 devices)")
+    head = (f"{'policy':<22}{'T':>10}{'numpy':>10}{'jax e2e':>11}{'steady':>11}{'per-chunk':>11}{'compile s':>10}"
+            f"{'steady/np':>10}{'chunk/np':>9}  target>={TARGET_RATIO:g}")
+    print(head)
+    print("-" * len(head))
+    for r in report["results"]:
+        flag = "" if r["jax_steady_resolved"] in (None, True) else "?"
+        ratio = r["ratio_steady"] if flag == "" and r["ratio_steady"] is not None else r["ratio_chunk"]
+        verdict = "-" if a["quick"] else ("MET" if ratio is not None and ratio >= TARGET_RATIO else "NOT MET")
+        print(f"{r['policy']:<22}{r['horizon']:>10,}{r['numpy_rate']:>10,.0f}{r['jax_end_to_end_rate']:>11,.0f}"
+              f"{_fmt(r['jax_steady_rate'], ',.0f') + flag:>11}{_fmt(r['jax_chunk_rate'], ',.0f'):>11}"
+              f"{r['jax_compile_seconds_estimate']:>10.1f}{_fmt(r['ratio_steady'], '.2f') + flag:>10}"
+              f"{_fmt(r['ratio_chunk'], '.2f'):>9}  {verdict}")
+    print("numpy: horizon min(T, --numpy-horizon); its cost per round does not grow with t. "
+          "? = time(2T) - time(T) under twice the spread of the repeats (use the per-chunk rate)")
+    for r in report["results"]:
+        if "numpy_regret" not in r:
+            continue
+        parts = []
+        for metric, label in (("regret", "biased regret/T"), ("true_regret", "true regret/T"),
+                              ("sensitive_share", "sensitive share")):
+            (nm, ns), (jm, js) = r[f"numpy_{metric}"], r[f"jax_{metric}"]
+            z = (nm - jm) / np.hypot(ns, js) if np.hypot(ns, js) > 0 else float("nan")
+            parts.append(f"{label} numpy {nm:.3f} +- {ns:.3f}, jax {jm:.3f} +- {js:.3f} (z {z:+.2f})")
+        print(f"cross-check {r['policy']} at T={r['horizon']:,} (mean +- s.e. over runs, not asserted): "
+              + "; ".join(parts))
+    if report.get("solvers"):
+        for T, res in report["solvers"].items():
+            u, lp = res["unrolled"], res["lapack"]
+            print(f"GroupFairTopInterval triangular solves at T={int(T):,}: unrolled per-chunk "
+                  f"{_fmt(u['chunk_rate'], ',.0f')} (steady {_fmt(u['steady_rate'], ',.0f')}), LAPACK per-chunk "
+                  f"{_fmt(lp['chunk_rate'], ',.0f')} (steady {_fmt(lp['steady_rate'], ',.0f')}); "
+                  f"unrolled / LAPACK per-chunk {_fmt(_ratio(u['chunk_rate'], lp['chunk_rate']), '.2f')}")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="Throughput of GroupFairTopInterval and GroupFair-TS: the jitted "
+                                            "bayesfair simulator vs NumPy batched over runs.")
+    p.add_argument("--horizons", type=int, nargs="+", default=[1_000, 1_000_000],
+                   help="rounds T (each also timed at 2T; default 1000 1000000)")
+    p.add_argument("--numpy-horizon", type=int, default=20_000,
+                   help="NumPy rounds at most (its per-round cost is constant; default 20000)")
+    p.add_argument("--runs", type=int, default=50, help="runs R (default 50)")
+    p.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=sorted(POLICIES),
+                   help="GFTI = GroupFairTopInterval, GFTS = GroupFair-TS (default both)")
+    p.add_argument("--repeats", type=int, default=3, help="timings per measurement; the best is kept (default 3)")
+    p.add_argument("--chunk-size", type=int, default=8192, help="simulate's chunk_size (default 8192)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare-solvers", action="store_true",
+                   help="also time GroupFairTopInterval with LAPACK triangular solves (at the smallest T >= 10000)")
+    p.add_argument("--quick", action="store_true", help="smoke run: T = 200, R = 8, one repeat, chunk 64")
+    p.add_argument("--out", type=Path, default=Path("results/benchmarks/biased_bench.json"),
+                   help="JSON output, written atomically")
+    args = p.parse_args(argv)
+    for name in ("runs", "repeats", "chunk_size", "numpy_horizon"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if any(h < 2 for h in args.horizons):
+        p.error(f"--horizons must be >= 2, got {args.horizons}")
+    if args.quick:
+        args.horizons, args.runs, args.repeats, args.chunk_size = [200], 8, 1, 64
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    results = [bench_policy(k, args, T) for T in args.horizons for k in args.policies]
+    solvers = {}
+    if args.compare_solvers:
+        T = min((h for h in args.horizons if h >= 10_000), default=max(args.horizons))
+        solvers[str(T)] = bench_solvers(args, T)
+    report = {"script": "experiments/benchmarks/biased_bench.py",
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "machine": machine_info(), "args": {k: (str(v) if isinstance(v, Path) else v)
+                                                  for k, v in vars(args).items()},
+              "results": results, "solvers": solvers,
+              "load_average_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    print_report(report)
+    write_json_atomic(report, args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
