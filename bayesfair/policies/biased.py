@@ -175,10 +175,11 @@ def _tri_solve(chol: jax.Array, v: jax.Array, *, trans: bool = False) -> jax.Arr
     For d <= ``_UNROLL_MAX_D`` this is forward (back) substitution written out over the d rows:
     d^2 / 2 scalar multiply-adds that XLA fuses with the surrounding arithmetic. On CPU,
     ``solve_triangular`` is one LAPACK ``trsm`` call per matrix (per run and arm under ``vmap``)
-    plus layout copies, which made GroupFairTopInterval's round about 2x slower at d = 2
-    (experiments/benchmarks/README.md, ``biased_bench.py``). The substitution is the algorithm
-    ``trsm`` runs for one right-hand side, so the results agree up to rounding. Larger d keeps
-    ``solve_triangular`` (the unrolled form grows as d^2 and stops paying off near d = 15).
+    plus layout copies: with them GroupFairTopInterval ran 4.3x slower at n = 10, d = 2, R = 50
+    (``experiments/benchmarks/biased_bench.py --compare-solvers``, 2026-11-24; numbers in
+    experiments/benchmarks/README.md). The substitution is the algorithm ``trsm`` runs for one
+    right-hand side, so the results agree up to rounding. Larger d keeps ``solve_triangular``: the
+    unrolled code grows as d^2, and the threshold 8 is a choice, not a measured break-even.
     """
     d = chol.shape[-1]
     if d > _UNROLL_MAX_D:
