@@ -66,7 +66,7 @@ import bayesfair.policies.biased as pb
 from bayesfair.environments.biased import synthetic_biased
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fairx_ts_bench import machine_info, write_json_atomic  # noqa: E402
+from fairx_ts_bench import _mean_se, _ratio, machine_info, write_json_atomic  # noqa: E402
 
 N_ARMS, N_SENSITIVE, D, MU = 10, 5, 2, 10.0
 COEF_HIGH, NOISE_SD = 10.0, 1.0
@@ -126,7 +126,7 @@ def numpy_gfti(runs, horizon, seed):
     g_inv = np.broadcast_to(np.eye(D) / RIDGE, (R, m, D, D)).copy()
     c = np.zeros((R, m, D))
     regret, true_regret, sens = np.zeros(R), np.zeros(R), np.zeros(R)
-    rows, own = np.arange(R), group[None, :]
+    rows, arms = np.arange(R), np.arange(n)
     for t in range(1, horizon + 1):
         x, observed, true = _round(rng, beta, psi, group)
         ax = np.einsum("rnij,rnj->rni", a_inv, x)                  # A_i^-1 x_i
@@ -136,10 +136,9 @@ def numpy_gfti(runs, horizon, seed):
         g_est = np.einsum("rnmi,rmi->rnm", gx, c)                   # psi_hat_j . x_i
         z_b = np.array([_z(DELTA * size[j] / (2.0 * n * t)) for j in range(m)])
         gb = z_b * SIGMA * np.sqrt(np.maximum(np.einsum("rnmi,rni->rnm", gx, x), 0.0))
-        own_est = np.take_along_axis(g_est, np.broadcast_to(own, (R, n))[..., None], 2)[..., 0]
-        own_b = np.take_along_axis(gb, np.broadcast_to(own, (R, n))[..., None], 2)[..., 0]
+        own_est, own_b = g_est[:, arms, group], gb[:, arms, group]  # each arm's own group's fit and width
         corrected = est + w - own_est + own_b + g_est[..., 0] + gb[..., 0]
-        upper = np.where(own == 0, est + w, corrected)
+        upper = np.where(group == 0, est + w, corrected)
         top = upper == upper.max(axis=1, keepdims=True)
         eps = min(t ** (-1.0 / 3.0), 1.0)
         probs = eps / n + (1.0 - eps) * top / top.sum(axis=1, keepdims=True)
@@ -246,15 +245,6 @@ def run_jax(key, runs, horizon, seed, chunk_size):
     finals = {"regret": fin["regret"].values, "true_regret": fin["true_regret"].values,
               "sensitive_share": fin["group_pulls"].values[:, 1] / horizon}
     return seconds, chunk_rate, finals
-
-
-def _mean_se(x):
-    x = np.asarray(x, np.float64)
-    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
-
-
-def _ratio(a, b):
-    return None if a is None or b is None else a / b
 
 
 def _time_jax(key, args, T):
