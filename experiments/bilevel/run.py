@@ -27,6 +27,13 @@ Usage::
     python experiments/bilevel/run.py --scale small            # seconds
     python experiments/bilevel/run.py --scale paper            # T = 1e7, 50 runs (hours on 2 cores)
     python experiments/bilevel/run.py --scale paper --horizon 1000000 --runs 20   # reduced
+    python experiments/bilevel/run.py --scale paper --no-baselines --policies BF-UCB --out results/ucb
+    python experiments/bilevel/run.py --merge results/ucb results/ts --out results/paper   # tables + figures
+
+``--policies`` runs a subset (each policy's numbers do not depend on which others run: the
+environment and policy keys are per run, not per policy), so a long study can run in halves;
+``--merge`` joins such halves (same settings, seed, horizon and runs) along the policy axis and
+writes the summary and the figures without simulating.
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ def environment(setting: str) -> bf.Environment:
     return bf.bernoulli_arms(bf.UniformMeans(s["low"], s["high"]), groups=groups)
 
 
-def policies(beta: tuple[float, float], with_baselines: bool) -> dict[str, bf.Policy]:
+def policies(beta: tuple[float, float], with_baselines: bool,
+             only: tuple[str, ...] | None = None) -> dict[str, bf.Policy]:
     post = bf.beta_bernoulli()
     out = {
         "BF-UCB": bf.bf_ucb(beta, MERIT, delta=DELTA, steps=0),
@@ -77,7 +85,46 @@ def policies(beta: tuple[float, float], with_baselines: bool) -> dict[str, bf.Po
             "MF": bf.mf(MERIT, delta=DELTA, steps=0),
             "MF-TS": bf.mf_ts(MERIT, post),
         })
+    if only is not None:
+        out = {name: pol for name, pol in out.items() if name in only}
     return out
+
+
+def merge_results(dirs: list[Path]) -> dict:
+    """Join the results files of several ``--out`` folders along the policy axis.
+
+    Every folder holds ``bilevel_<setting>_<beta>.nc`` files of the same study (same seed,
+    horizon, runs and checkpoints, so the same environment draws); a (setting, beta) present in
+    only some folders keeps the policies found. Raises ``ValueError`` if two files of one
+    (setting, beta) disagree on the environment draws or share a policy.
+    """
+    import xarray as xr
+
+    found: dict[tuple[str, str], list] = {}
+    for d in dirs:
+        if not d.is_dir():
+            raise ValueError(f"--merge: {d} is not a folder")
+        for setting in SETTINGS:
+            for beta in BETAS:
+                path = d / f"bilevel_{setting}_{_tag(beta)}.nc"
+                if path.is_file():
+                    found.setdefault((setting, _tag(beta)), []).append(bf.read_results(path))
+    if not found:
+        raise ValueError(f"--merge: no bilevel_<setting>_<beta>.nc files in {', '.join(map(str, dirs))}")
+    results = {}
+    for key, parts in found.items():
+        names = [str(p) for ds in parts for p in ds["policy"].values]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--merge: {key[0]}/{key[1]} has policy names in several folders: {names}")
+        for ds in parts[1:]:
+            if not (np.array_equal(ds["mean"].values, parts[0]["mean"].values)
+                    and np.array_equal(ds["checkpoint"].values, parts[0]["checkpoint"].values)):
+                raise ValueError(f"--merge: {key[0]}/{key[1]} files differ in their environment draws or "
+                                 "checkpoints (not the same seed, horizon and runs)")
+        results[key] = parts[0] if len(parts) == 1 else xr.concat(
+            parts, dim="policy", data_vars="minimal", coords="minimal", compat="equals",
+            combine_attrs="override")
+    return {k: results[k] for k in sorted(results, key=lambda k: (list(SETTINGS).index(k[0]), k[1]))}
 
 
 def _tag(beta) -> str:
@@ -129,11 +176,16 @@ def figures(results: dict, out: Path) -> list[Path]:
     base_tag = _tag(BASELINE_BETA)
     for setting in results_settings(results):
         # Figure 1: regret against R*_beta over time, per beta
-        fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0), sharey=True)
-        for ax, pol in zip(axes, BF_POLICIES, strict=True):
+        present = [p for p in BF_POLICIES if any(p in ds["policy"].values for (s, _), ds in results.items()
+                                                   if s == setting)]
+        if not present:
+            continue
+        fig, axes = plt.subplots(1, len(present), figsize=(5.25 * len(present), 4.0), sharey=True, squeeze=False)
+        axes = axes[0]
+        for ax, pol in zip(axes, present, strict=True):
             for beta in BETAS:
                 ds = results.get((setting, _tag(beta)))
-                if ds is None:
+                if ds is None or pol not in ds["policy"].values:
                     continue
                 _band(ax, ds["checkpoint"].values, ds["bf_regret"].sel(policy=pol).values, f"beta = {beta}")
             ax.set_title(f"{pol}, {setting} number of arms")
@@ -147,10 +199,11 @@ def figures(results: dict, out: Path) -> list[Path]:
 
         # Figure 2: meritocratic fairness regret per group, beta = (0.4, 0.4)
         ds = results.get((setting, base_tag))
-        if ds is not None:
-            fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0), sharey=True)
+        if ds is not None and (pols := [p for p in BF_POLICIES if p in ds["policy"].values]):
+            fig, axes = plt.subplots(1, len(pols), figsize=(5.25 * len(pols), 4.0), sharey=True, squeeze=False)
+            axes = axes[0]
             t = ds["checkpoint"].values
-            for ax, pol in zip(axes, BF_POLICIES, strict=True):
+            for ax, pol in zip(axes, pols, strict=True):
                 gfr = ds["group_fairness_regret"].sel(policy=pol).values  # [run, ckpt, group]
                 for g, gname in enumerate(ds["group"].values):
                     _band(ax, t, gfr[:, :, g], f"{gname} group")
@@ -258,8 +311,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     p.add_argument("--no-baselines", action="store_true", help="BF-UCB and BF-TS only")
+    p.add_argument("--policies", help="comma-separated subset of " + ", ".join(BF_POLICIES + BASELINES))
+    p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
+                   help="join the results of these --out folders and write summary + figures to --out")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
+    only = None
+    if args.policies is not None:
+        only = tuple(x.strip() for x in args.policies.split(",") if x.strip())
+        unknown = [x for x in only if x not in BF_POLICIES + BASELINES]
+        if not only or unknown:
+            p.error(f"--policies: unknown name(s) {unknown or args.policies!r}; "
+                    f"allowed: {', '.join(BF_POLICIES + BASELINES)}")
+    if args.merge:
+        try:
+            results = merge_results(args.merge)
+        except ValueError as exc:
+            p.error(str(exc))
+        args.out.mkdir(parents=True, exist_ok=True)
+        return _report(results, args, {"merged_from": [str(d) for d in args.merge]})
     scale = dict(SCALES[args.scale])
     for name in ("horizon", "runs"):
         value = getattr(args, name)
@@ -272,11 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     grid = bf.checkpoint_grid(scale["horizon"], 80)
     results, timings = {}, {}
     t_all = time.perf_counter()
-    for si, setting in enumerate(settings):
+    for setting in settings:
+        si = list(SETTINGS).index(setting)  # the seed offset of the setting, whichever run alone
         env = environment(setting)
         for beta in BETAS:
             tag = _tag(beta)
-            pols = policies(beta, with_baselines=(beta == BASELINE_BETA and not args.no_baselines))
+            pols = policies(beta, with_baselines=(beta == BASELINE_BETA and not args.no_baselines), only=only)
+            if not pols:
+                continue
             t0 = time.perf_counter()
             if not args.quiet:
                 print(f"{setting} arms, beta = {beta}: {', '.join(pols)}", file=sys.stderr)
@@ -289,9 +362,17 @@ def main(argv: list[str] | None = None) -> int:
             results[(setting, tag)] = ds
             if not args.quiet:
                 print(f"  done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    meta = {"scale": args.scale, "horizon": scale["horizon"], "runs": scale["runs"], "seed": args.seed,
+            "wall_seconds": time.perf_counter() - t_all, "seconds_per_policy": timings}
+    if not results:
+        p.error("--policies selected nothing to run (baselines run only at beta = (0.4, 0.4), without --no-baselines)")
+    return _report(results, args, meta)
+
+
+def _report(results: dict, args: argparse.Namespace, meta: dict) -> int:
+    """Write summary.json / summary.md and the figures of ``results`` to ``args.out``."""
     summary = summarize(results)
-    summary["_meta"] = {"scale": args.scale, "horizon": scale["horizon"], "runs": scale["runs"], "seed": args.seed,
-                        "wall_seconds": time.perf_counter() - t_all, "seconds_per_policy": timings}
+    summary["_meta"] = meta
     _write_text(args.out / "summary.json", json.dumps(summary, indent=2))
     md = markdown({k: v for k, v in summary.items() if k != "_meta"})
     _write_text(args.out / "summary.md", md)
@@ -299,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"wrote {path}", file=sys.stderr)
     print(md)
-    print(f"wall time {summary['_meta']['wall_seconds']:.1f} s")
+    if "wall_seconds" in meta:
+        print(f"wall time {meta['wall_seconds']:.1f} s")
     return 0
 
 
