@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,6 +67,22 @@ def test_bilevel_study_tiny(tmp_path, capsys):
     for name in ("fig1b_regret_low.png", "fig2b_meritocratic_low.png", "summary.md"):
         assert (tmp_path / name).stat().st_size > 0
     assert "regret vs R*_beta" in capsys.readouterr().out
+
+    # The same study in two halves (--policies) joined by --merge gives the joint run's numbers:
+    # the per-run keys do not depend on which policies run together.
+    for name in ("BF-UCB", "BF-TS"):
+        half = args[:-1] + [str(tmp_path / name), "--policies", name]
+        assert mod.main(half) == 0
+    merged = tmp_path / "merged"
+    halves = [str(tmp_path / "BF-UCB"), str(tmp_path / "BF-TS")]
+    assert mod.main(["--merge", *halves, "--out", str(merged), "--quiet"]) == 0
+    joined = json.loads((merged / "summary.json").read_text())["low"]["beta0.4-0.4"]
+    assert joined["policies"] == block["policies"]
+    assert (merged / "fig1b_regret_low.png").stat().st_size > 0
+    with pytest.raises(SystemExit):  # a policy in two folders
+        mod.main(["--merge", str(tmp_path), str(tmp_path / "BF-TS"), "--out", str(merged), "--quiet"])
+    with pytest.raises(SystemExit):
+        mod.main(args + ["--policies", "BF-UCB,Nope"])
 
 
 def test_biased_feedback_script_tiny(tmp_path, capsys, monkeypatch):
