@@ -58,9 +58,11 @@ def test_bilevel_study_tiny(tmp_path, capsys):
     """The bi-level study end to end on one setting with BF-UCB and BF-TS only: results, the
     summary table and the figures of that setting are written, and the floors held."""
     mod = _load("experiments/bilevel/run.py")
-    args = ["--setting", "low", "--no-baselines", "--horizon", "600", "--runs", "2", "--quiet", "--out", str(tmp_path)]
+    args = ["--setting", "low", "--no-baselines", "--betas", "0.3,0.4", "--horizon", "600", "--runs", "2", "--quiet",
+            "--out", str(tmp_path)]
     assert mod.main(args) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["low"]) == {"beta0.3-0.3", "beta0.4-0.4"}  # --betas
     block = summary["low"]["beta0.4-0.4"]
     assert block["horizon"] == 600 and set(block["policies"]) == {"BF-UCB", "BF-TS"}
     assert all(p["min_anytime_slack"] >= 0 for p in block["policies"].values())

@@ -29,6 +29,7 @@ Usage::
     python experiments/bilevel/run.py --scale paper --horizon 1000000 --runs 20   # reduced
     python experiments/bilevel/run.py --scale paper --no-baselines --policies BF-UCB --out results/ucb
     python experiments/bilevel/run.py --merge results/ucb results/ts --out results/paper   # tables + figures
+    python experiments/bilevel/run.py --scale paper --horizon 1000000 --betas 0.4   # Figure 3's baselines
 
 ``--policies`` runs a subset (each policy's numbers do not depend on which others run: the
 environment and policy keys are per run, not per policy), so a long study can run in halves;
@@ -312,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     p.add_argument("--no-baselines", action="store_true", help="BF-UCB and BF-TS only")
     p.add_argument("--policies", help="comma-separated subset of " + ", ".join(BF_POLICIES + BASELINES))
+    p.add_argument("--betas", help="comma-separated subset of the floors beta_g (0.2, 0.3, 0.4; both groups equal)")
     p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
                    help="join the results of these --out folders and write summary + figures to --out")
     p.add_argument("--quiet", action="store_true")
@@ -323,6 +325,16 @@ def main(argv: list[str] | None = None) -> int:
         if not only or unknown:
             p.error(f"--policies: unknown name(s) {unknown or args.policies!r}; "
                     f"allowed: {', '.join(BF_POLICIES + BASELINES)}")
+    betas = BETAS
+    if args.betas is not None:
+        try:
+            chosen = {round(float(x), 6) for x in args.betas.split(",") if x.strip()}
+        except ValueError:
+            chosen = set()
+        betas = tuple(b for b in BETAS if round(b[0], 6) in chosen)
+        if not chosen or len(betas) != len(chosen):
+            p.error(f"--betas: expected a comma-separated subset of {', '.join(str(b[0]) for b in BETAS)}, "
+                    f"got {args.betas!r}")
     if args.merge:
         try:
             results = merge_results(args.merge)
@@ -345,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     for setting in settings:
         si = list(SETTINGS).index(setting)  # the seed offset of the setting, whichever run alone
         env = environment(setting)
-        for beta in BETAS:
+        for beta in betas:
             tag = _tag(beta)
             pols = policies(beta, with_baselines=(beta == BASELINE_BETA and not args.no_baselines), only=only)
             if not pols:
