@@ -255,6 +255,22 @@ def figures(results: dict, out: Path) -> list[Path]:
         written.append(save_figure(fig, out / "fig3b_group_exposure.png"))
         plt.close(fig)
 
+        # Figure 3b over time: the minority group's share N_min,t / t at every checkpoint
+        fig, ax = plt.subplots(figsize=(6.0, 4.0))
+        minority_share = ds["group_pulls"].values[:, :, :, 0] / t[None, None, :]  # [policy, run, checkpoint]
+        for i, p in enumerate(allp):
+            _band(ax, t, minority_share[i], p, "-" if not p.endswith("TS") else "--")
+        ax.axhline(BASELINE_BETA[0], color="k", ls=":", lw=1, label="floor beta_g")
+        ax.set_xscale("log")
+        ax.set_xlabel("round t")
+        ax.set_ylabel("N_min,t / t")
+        ax.set_title("minority group exposure over time, high number of arms")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        written.append(save_figure(fig, out / "fig3b_group_exposure_over_time.png"))
+        plt.close(fig)
+
         # Figure 3c: exposure of the minority arms, ranked by mean within each run
         minority = np.flatnonzero(ds["arm_group"].values == 0)
         order = np.argsort(-ds["mean"].values[:, minority], axis=1)  # [run, rank]
