@@ -6,10 +6,12 @@ Design (see docs/developer/design.md):
   and for the policy, so the numbers do not depend on the chunk size, a resumed run equals an
   uninterrupted one, and every policy sees the same environment draws (common random numbers).
 - A chunk of ``chunk_size`` rounds is one jitted call. Inside it the metrics accumulate in a
-  float32 accumulator that starts at zero, and the accumulator is copied into a small buffer at
-  the rounds of the checkpoint grid (a ``lax.cond`` on an unbatched flag, so it costs nothing on
-  other rounds). The host adds the chunk's values to float64 running totals. Memory is
-  O(R * K * checkpoints), independent of the horizon.
+  float32 accumulator that starts at zero, with a compensation term per sum (Neumaier's
+  compensated summation, :func:`bayesfair.metrics.update_acc`), and the accumulator is copied
+  into a small buffer at the rounds of the checkpoint grid (a ``lax.cond`` on an unbatched flag,
+  so it costs nothing on other rounds). The host adds the chunk's values to float64 running
+  totals. Memory is O(R * K * checkpoints), independent of the horizon; the error of a sum is
+  about float32 precision relative to the chunk's sum, whatever the chunk size.
 - Runs are sharded over the host's CPU devices (``jax.shard_map``) when there are several (see
   :func:`bayesfair.set_host_devices`), which uses every core for the independent runs.
 """
@@ -36,6 +38,7 @@ from bayesfair.metrics import (
     SUM,
     FloorState,
     MetricSpec,
+    acc_value,
     advance_floors,
     init_acc,
     init_floor_state,
@@ -302,11 +305,12 @@ def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, e
         buf = jax.device_get(buf)
         acc = jax.device_get(carry.acc)
         n = in_chunk.size
+        recorded = {k: v[:, :n] for k, v in buf.items()}
         for s in specs:
-            chunk_vals, end = np.asarray(buf[s.name][:, :n]), np.asarray(acc[s.name])
+            chunk_vals, end = acc_value(recorded, s), acc_value(acc, s)
             if s.combine == SUM:
                 values[s.name][:, ci:ci + n] = totals[s.name][:, None] + chunk_vals
-                totals[s.name] = totals[s.name] + end.astype(np.float64)
+                totals[s.name] = totals[s.name] + end
             elif s.combine == MIN:
                 values[s.name][:, ci:ci + n] = np.minimum(totals[s.name][:, None], chunk_vals)
                 totals[s.name] = np.minimum(totals[s.name], end)
