@@ -154,6 +154,15 @@ def summarize(results: dict) -> dict:
                 row[f"meritocratic_regret_{gname}"] = float(gfr[:, g].mean())
                 row[f"group_exposure_{gname}"] = float((f["group_pulls"].values[:, g] / t_end).mean())
             row["min_anytime_slack"] = int(f["anytime_slack"].values.min())
+            # growth of the mean from the checkpoint nearest T/4 to T: ~2 for sqrt(T), 4 for linear
+            q = int(np.argmin(np.abs(ds["checkpoint"].values - t_end / 4)))
+            row["growth_from_round"] = int(ds["checkpoint"].values[q])
+            sel = ds.sel(policy=p)
+            bfr = sel["bf_regret"].values  # [run, checkpoint]
+            row["bf_regret_growth"] = float(bfr[:, -1].mean() / bfr[:, q].mean())
+            gfr_all = sel["group_fairness_regret"].values  # [run, checkpoint, group]
+            for g, gname in enumerate(ds["group"].values):
+                row[f"meritocratic_growth_{gname}"] = float(gfr_all[:, -1, g].mean() / gfr_all[:, q, g].mean())
             if "UCB" in ds["policy"].values:
                 row["reward_over_ucb"] = float((f["reward"].values / fin.sel(policy="UCB")["reward"].values).mean())
             rows[str(p)] = row
@@ -305,15 +314,18 @@ def markdown(summary: dict) -> str:
     for setting, per_beta in summary.items():
         for tag, block in per_beta.items():
             lines.append(f"### {setting} number of arms, {tag}, T = {block['horizon']:,}, {block['runs']} runs\n")
-            lines.append("| policy | regret vs R*_beta | Thm 4 groups term | Thm 4 within term | meritocratic regret "
-                         "minority / majority | N_min/T | min anytime slack | reward / UCB |")
-            lines.append("|---|---|---|---|---|---|---|---|")
+            lines.append("| policy | regret vs R*_beta | Thm 4 groups term | Thm 4 within term | regret growth from "
+                         "T/4 | meritocratic regret minority / majority (growth) | N_min/T | min anytime slack | "
+                         "reward / UCB |")
+            lines.append("|---|---|---|---|---|---|---|---|---|")
             for p, r in block["policies"].items():
                 ratio = f"{r['reward_over_ucb']:.4f}" if "reward_over_ucb" in r else ""
                 lines.append(
                     f"| {p} | {r['bf_regret']:,.0f} ± {r['bf_regret_se']:,.0f} | {r['bf_regret_groups']:,.0f} | "
-                    f"{r['bf_regret_within']:,.0f} | {r['meritocratic_regret_minority']:,.0f} / "
-                    f"{r['meritocratic_regret_majority']:,.0f} | {r['group_exposure_minority']:.3f} | "
+                    f"{r['bf_regret_within']:,.0f} | x{r['bf_regret_growth']:.2f} | "
+                    f"{r['meritocratic_regret_minority']:,.0f} / {r['meritocratic_regret_majority']:,.0f} "
+                    f"(x{r['meritocratic_growth_minority']:.2f} / x{r['meritocratic_growth_majority']:.2f}) | "
+                    f"{r['group_exposure_minority']:.3f} | "
                     f"{r['min_anytime_slack']} | {ratio} |")
             lines.append("")
     return "\n".join(lines)
