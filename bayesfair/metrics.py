@@ -2,8 +2,9 @@
 
 Every metric the simulator records is either a sum over rounds, a running minimum over rounds, or
 the latest value of a quantity a policy reports; all accumulate online in memory independent of
-the horizon (the simulator keeps a float32 accumulator per chunk of rounds and combines the chunk
-values into float64 totals on the host, so long horizons do not lose precision).
+the horizon (the simulator keeps a float32 accumulator per chunk of rounds, each sum with a
+compensation term so that long chunks do not drift, and combines the chunk values into float64
+totals on the host, so long horizons do not lose precision).
 
 Recorded for every simulation (FairX paper, fairness_of_exposure_fairx_icml2021, Sections 3.1
 and 4.1; bi-level paper, bilevel_fairness_bf_ucb_aamas2024, Sections 3 and 6):
