@@ -143,26 +143,23 @@ def summarize(results: dict) -> dict:
     for (setting, tag), ds in results.items():
         t_end = int(ds["checkpoint"].values[-1])
         fin = ds.isel(checkpoint=-1)
+        # growth of the mean from the checkpoint nearest T/4 to T: ~2 for sqrt(T), 4 for linear
+        q = int(np.argmin(np.abs(ds["checkpoint"].values - t_end / 4)))
         rows = {}
         for p in ds["policy"].values:
             f = fin.sel(policy=p)
             row = {}
             for name in ("bf_regret", "bf_regret_groups", "bf_regret_within", "reward", "regret"):
                 row[name], row[f"{name}_se"] = _mean_se(f[name].values)
-            gfr = f["group_fairness_regret"].values  # [run, group]
-            for g, gname in enumerate(ds["group"].values):
-                row[f"meritocratic_regret_{gname}"] = float(gfr[:, g].mean())
-                row[f"group_exposure_{gname}"] = float((f["group_pulls"].values[:, g] / t_end).mean())
             row["min_anytime_slack"] = int(f["anytime_slack"].values.min())
-            # growth of the mean from the checkpoint nearest T/4 to T: ~2 for sqrt(T), 4 for linear
-            q = int(np.argmin(np.abs(ds["checkpoint"].values - t_end / 4)))
             row["growth_from_round"] = int(ds["checkpoint"].values[q])
-            sel = ds.sel(policy=p)
-            bfr = sel["bf_regret"].values  # [run, checkpoint]
+            bfr = ds["bf_regret"].sel(policy=p).values  # [run, checkpoint]
             row["bf_regret_growth"] = float(bfr[:, -1].mean() / bfr[:, q].mean())
-            gfr_all = sel["group_fairness_regret"].values  # [run, checkpoint, group]
+            gfr = ds["group_fairness_regret"].sel(policy=p).values  # [run, checkpoint, group]
             for g, gname in enumerate(ds["group"].values):
-                row[f"meritocratic_growth_{gname}"] = float(gfr_all[:, -1, g].mean() / gfr_all[:, q, g].mean())
+                row[f"meritocratic_regret_{gname}"] = float(gfr[:, -1, g].mean())
+                row[f"meritocratic_growth_{gname}"] = float(gfr[:, -1, g].mean() / gfr[:, q, g].mean())
+                row[f"group_exposure_{gname}"] = float((f["group_pulls"].values[:, g] / t_end).mean())
             if "UCB" in ds["policy"].values:
                 row["reward_over_ucb"] = float((f["reward"].values / fin.sel(policy="UCB")["reward"].values).mean())
             rows[str(p)] = row
