@@ -1,7 +1,13 @@
 """Exact, vectorized random primitives used inside jitted policy code.
 
 Everything here is exact: the samplers are rejection samplers whose every proposal uses fresh
-randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted.
+randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted, for
+at most :data:`MAX_PROPOSALS` proposals. The bound is what keeps an invalid input (a shape <= 0
+or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside [0, 1]) from looping forever: such
+lanes are NaN at once, and a lane still rejected after the bound is NaN too (for a valid shape
+>= 1 a proposal is accepted with probability >= 0.95, so this happens with probability below
+1e-40 per draw). The simulator turns any NaN selection probability into an error naming the
+policy, run and round (:func:`bayesfair.simulate`).
 
 Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key
 and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x
@@ -19,6 +25,7 @@ from jax import lax
 __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set"]
 
 
+MAX_PROPOSALS = 32  # proposals per lane before giving up with NaN (see the module docstring)
 _SERIES_BELOW = 0.1  # |y| below which h(y) is summed as a series (see _mt_log_accept)
 
 
@@ -65,6 +72,10 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     Gamma(a) = Gamma(a + 1) * U**(1/a). ``allow_small=False`` is a static promise that every
     shape is >= 1 (true for conjugate posteriors whose prior shape is >= 1), which skips the
     extra uniform per lane.
+
+    A shape that is not a positive finite number gives NaN (without entering the rejection
+    loop), and the loop stops after :data:`MAX_PROPOSALS` proposals per lane, so no input can
+    make it run forever.
     """
     a = jnp.asarray(shape_param)
     if not jnp.issubdtype(a.dtype, jnp.floating):
@@ -74,17 +85,21 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     if allow_small:
         small = a < 1.0
         a_eff = jnp.where(small, a + 1.0, a)
+    invalid = ~(a > 0.0) | ~jnp.isfinite(a)  # NaN shapes included (comparisons with NaN are false)
+    a_eff = jnp.where(invalid, 1.0, a_eff)  # any valid shape, so the loop does not wait on these lanes
     d = a_eff - 1.0 / 3.0
     c = lax.rsqrt(9.0 * d)
     ok, val = _mt_proposal(k_first, d, c)
 
     def body(carry):
-        k, ok, val = carry
+        k, ok, val, n = carry
         k, sub = jax.random.split(k)
         ok_new, val_new = _mt_proposal(sub, d, c)
-        return k, ok | ok_new, jnp.where(ok, val, val_new)
+        return k, ok | ok_new, jnp.where(ok, val, val_new), n + 1
 
-    _, _, val = lax.while_loop(lambda s: ~jnp.all(s[1]), body, (k_loop, ok, val))
+    _, ok, val, _ = lax.while_loop(lambda s: ~jnp.all(s[1]) & (s[3] < MAX_PROPOSALS), body,
+                                   (k_loop, ok, val, jnp.int32(1)))
+    val = jnp.where(ok & ~invalid, val, jnp.nan)
     if allow_small:
         u = jax.random.uniform(k_boost, a.shape, val.dtype, minval=jnp.finfo(val.dtype).tiny)
         val = jnp.where(small, val * u ** (1.0 / a), val)
@@ -122,9 +137,10 @@ def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
 
 
 def argmax_set(x: jax.Array) -> jax.Array:
-    """Uniform distribution over the maximizers of ``x`` (ties share the mass equally)."""
+    """Uniform distribution over the maximizers of ``x`` (ties share the mass equally); all NaN if
+    ``x`` holds a NaN (so an invalid score is reported, not silently played)."""
     is_max = x == jnp.max(x)
-    return is_max / jnp.sum(is_max)
+    return jnp.where(jnp.any(jnp.isnan(x)), jnp.nan, is_max / jnp.sum(is_max))
 
 
 def random_argmax(key: jax.Array, x: jax.Array) -> jax.Array:

@@ -8,11 +8,15 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "MAX_HORIZON",
     "positive_int",
     "finite_float",
     "float_in",
     "finite_array",
 ]
+
+
+MAX_HORIZON = 2**31 - 1 - 2**20  # rounds are int32 inside the simulator's scan (with room for a chunk)
 
 
 def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:

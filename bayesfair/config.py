@@ -60,6 +60,7 @@ errors (with a did-you-mean hint). Parameters of the named constructors come fro
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bayesfair import registry
+from bayesfair._validate import MAX_HORIZON
 from bayesfair.registry import ConfigError, Param, check_value
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "load_config", "parse_config", "set_path", "parse_override",
@@ -85,7 +87,7 @@ TOP_LEVEL: dict[str, Param] = {
     "description": Param("description", "str", default=None),
     "seed": Param("seed", "int", default=0, low=0),
     "runs": Param("runs", "int", low=1),
-    "horizon": Param("horizon", "int", low=1),
+    "horizon": Param("horizon", "int", low=1, high=MAX_HORIZON),
     "checkpoints": Param("checkpoints", "any", default=100),
     "chunk_size": Param("chunk_size", "int", default=1024, low=1),
     "devices": Param("devices", "int", default=None, low=1),
@@ -267,14 +269,20 @@ class Study:
             raise ConfigError("log.max_rows", str(exc)) from None
 
     def execute(self, out: str | os.PathLike | None = None, *, progress: bool | Callable[[dict], None] = False,
-                resume: bool = False, log: bool | None = None, stop_after_chunks: int | None = None,
-                every_chunks: int | None = None, every_seconds: float | None = None) -> StudyOutput:
+                resume: bool = False, restart: bool = False, overwrite: bool = False, log: bool | None = None,
+                stop_after_chunks: int | None = None, every_chunks: int | None = None,
+                every_seconds: float | None = None, say: Callable[[str], None] | None = None) -> StudyOutput:
         """Run the study and write its files; resumable.
 
         Writes ``<out>/<name>.nc`` (atomically) and, with logging on, ``<out>/<name>.log.parquet``
         (or ``.csv``). While running, the state is saved at chunk boundaries to
         ``<out>/<name>.resume.npz`` (every ``[resume]`` chunks/seconds, when a policy finishes and on
         Ctrl-C); the file is removed once the results are written.
+
+        Before the first round the output folder is checked (:func:`bayesfair.outputs.preflight`):
+        it must be writable; results of a *different* study are not replaced without
+        ``overwrite``; saved progress is not discarded without ``restart``; reports and figures of
+        replaced results are removed. Refusals raise :class:`bayesfair.outputs.OutputError`.
 
         Parameters
         ----------
@@ -285,37 +293,55 @@ class Study:
         resume : bool
             Continue from the resume file if there is one (the numbers equal an uninterrupted
             run's). If the results exist and match this study, they are returned as they are.
+        restart : bool
+            Discard a resume file of an earlier run and start over.
+        overwrite : bool
+            Replace a results file of a different study (and its reports and figures).
         log : bool, optional
             Override ``[log] enabled``.
         stop_after_chunks : int, optional
             Test hook: save and raise :class:`bayesfair.persist.StudyInterrupted` after this many chunks.
         every_chunks, every_seconds : optional
             Override the ``[resume]`` cadence.
+        say : callable, optional
+            Receives notes (replaced results, removed reports, discarded progress).
         """
         from bayesfair import io
         from bayesfair.logs import write_log
-        from bayesfair.persist import ResumeStore, run_with_store
+        from bayesfair.outputs import preflight
+        from bayesfair.persist import ResumeStore, describe_resume, run_with_store
 
-        paths = self.paths(out)
+        say = say or (lambda msg: None)
         enabled = self.config["log"]["enabled"] if log is None else bool(log)
-        fp = self.fingerprint(log=enabled)
-        if resume and not paths["resume"].exists() and paths["results"].exists():
-            try:
-                done = io.read_results(paths["results"])
-                if json.loads(done.attrs.get("config", "{}")).get("fingerprint") == fp:
-                    return StudyOutput(paths["results"], None, done, True)
-            except (OSError, ValueError):
-                pass  # unreadable or another study: run again
+        if out is not None or enabled != self.config["log"]["enabled"]:  # record what runs, not the file's defaults
+            cfg = {**self.config, "output": str(out if out is not None else self.output),
+                   "log": {**self.config["log"], "enabled": enabled}}
+            return dataclasses.replace(self, config=cfg).execute(
+                None, progress=progress, resume=resume, restart=restart, overwrite=overwrite, log=None,
+                stop_after_chunks=stop_after_chunks, every_chunks=every_chunks, every_seconds=every_seconds, say=say)
+        paths = self.paths()
+        fp = self.fingerprint()
+        pre = preflight(results=paths["results"], resume_file=paths["resume"], fingerprint=fp, config=self.config,
+                        resume=resume, restart=restart, overwrite=overwrite, read_resume=describe_resume)
+        if pre.done is not None:
+            return StudyOutput(paths["results"], None, pre.done, True)
+        for note in pre.notes:
+            say(note)
+        if restart and not resume and paths["resume"].exists():
+            paths["resume"].unlink()
+            say(f"discarded the saved progress {paths['resume']} (--restart)")
         round_log = self.make_log() if enabled else None
         rcfg = self.config["resume"]
         store = ResumeStore(
             paths["resume"], fp, resume=resume, extra=round_log, stop_after_chunks=stop_after_chunks,
             every_chunks=every_chunks if every_chunks is not None else rcfg["every_chunks"],
             every_seconds=every_seconds if every_seconds is not None else rcfg["every_seconds"],
+            study=self.config,
         )
         resumed = bool(store.saved)
         ds = run_with_store(lambda: self.run(progress, checkpointer=store, round_log=round_log), store)
         io.write_results(ds, paths["results"])
+        pre.remove_stale(say)
         log_path = None
         if round_log is not None:
             log_path = write_log(round_log.to_frame(), paths["log"], self.config["log"]["format"])
@@ -375,6 +401,8 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     _checkpoints(cfg["checkpoints"], cfg["horizon"])
     if cfg["output"] is None:
         cfg["output"] = str(Path("results") / cfg["name"])
+    elif not cfg["output"].strip():
+        raise ConfigError("output", "must not be empty: give an output folder (default results/<name>)")
     cfg["log"] = _check_table(raw.get("log", {}), LOG_KEYS, "log")
     cfg["resume"] = _check_table(raw.get("resume", {}), RESUME_KEYS, "resume")
 
@@ -413,15 +441,31 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         _, norm = registry.check_params("policy", spec, path, study=inherit)
         cfg["policies"][label] = norm
         pol = registry.build("policy", norm, path, objects={"merit": merit, "merit_spec": merit_spec})
-        _check_policy_fits(pol, env, path)
+        _check_policy_fits(pol, env, path, label)
         policies[label] = pol
+    if env.spec.n_features == 0:
+        from bayesfair.compat import IncompatibleError, check_merit_domain
+        from bayesfair.simulate import run_means
+
+        try:
+            check_merit_domain(merit, run_means(env, cfg["seed"], cfg["runs"]), env.name)
+        except IncompatibleError as exc:
+            raise ConfigError("merit", str(exc)) from None
     return Study(cfg, raw, src, merit, env, policies)
 
 
-def _check_policy_fits(policy: Any, env: Any, path: str) -> None:
-    """Trace ``policy.init``/``select``/``update`` on the environment's shapes (no compute)."""
+def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = None) -> None:
+    """The policy assumes rewards the environment returns (:mod:`bayesfair.compat`), and its
+    ``init``/``select``/``update`` trace on the environment's shapes (no compute)."""
     import jax
     import jax.numpy as jnp
+
+    from bayesfair.compat import IncompatibleError, check_policy_fits
+
+    try:
+        check_policy_fits(policy, env, label)
+    except IncompatibleError as exc:
+        raise ConfigError(path, str(exc)) from None
 
     def one(key):
         k1, k2, k3 = jax.random.split(key, 3)
@@ -449,6 +493,11 @@ def _read_toml(path: str | os.PathLike) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{path} is not a UTF-8 text file, so not a TOML config (byte {exc.start}: "
+                              f"{exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError("", f"cannot read the config {path}: {exc.strerror or exc}") from None
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -193,7 +193,8 @@ class SavedPolicy(NamedTuple):
 def _spec_json(spec: Any) -> dict[str, Any]:
     return {"n_arms": int(spec.n_arms), "group_of_arm": np.asarray(spec.group_of_arm).tolist(),
             "n_groups": int(spec.n_groups), "n_features": int(spec.n_features),
-            "reward_range": None if spec.reward_range is None else [float(v) for v in spec.reward_range]}
+            "reward_range": None if spec.reward_range is None else [float(v) for v in spec.reward_range],
+            "rewards": spec.rewards}
 
 
 def _spec_from_json(d: Mapping[str, Any]) -> Any:
@@ -201,7 +202,7 @@ def _spec_from_json(d: Mapping[str, Any]) -> Any:
 
     rr = d.get("reward_range")
     return Spec(int(d["n_arms"]), np.asarray(d["group_of_arm"], np.int32), int(d["n_groups"]),
-                int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])))
+                int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])), d.get("rewards"))
 
 
 def _canonical(obj: Any) -> str:
@@ -362,12 +363,16 @@ class ResumeStore:
     extra : object, optional
         Something with ``state_arrays() -> dict`` and ``restore_arrays(dict)`` saved along (the
         per-round log, :class:`bayesfair.logs.RoundLog`).
+    study : dict, optional
+        The normalized study config, stored in the file so that a refused resume can say which
+        settings differ (:func:`describe_resume`).
     """
 
     def __init__(self, path: str | os.PathLike, fingerprint: str, *, resume: bool = False,
                  every_chunks: int | None = None, every_seconds: float | None = 30.0,
-                 stop_after_chunks: int | None = None, extra: Any = None):
+                 stop_after_chunks: int | None = None, extra: Any = None, study: Any = None):
         self.path = Path(path)
+        self.study = study
         self.fingerprint = fingerprint
         self.every_chunks = every_chunks
         self.every_seconds = every_seconds
@@ -456,6 +461,7 @@ class ResumeStore:
             arrays.update({f"extra/{k}": np.asarray(v) for k, v in self.extra.state_arrays().items()})
         meta = {"format": RESUME_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
                 "fingerprint": self.fingerprint, "policies": policies, "extra": has_extra,
+                "study": None if self.study is None else json.loads(_canonical(self.study)),
                 "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         write_npz(self.path, arrays, meta)
         self.last_save = time.monotonic()
@@ -468,6 +474,19 @@ class ResumeStore:
         self.path.unlink(missing_ok=True)
 
 
+def describe_resume(path: str | os.PathLike) -> tuple[str | None, dict[str, Any] | None, str]:
+    """``(fingerprint, study config, progress text)`` of a resume file (for messages)."""
+    meta, _ = read_npz(path, RESUME_TAG)
+    study = meta.get("study")
+    horizon = study.get("horizon") if isinstance(study, dict) else None
+    parts = []
+    for name, pm in meta.get("policies", {}).items():
+        done = int(pm["next_round"]) - 1
+        parts.append(f"{name}: {done:,}" + (f" of {horizon:,} rounds" if horizon else " rounds"))
+    text = ("saved " + str(meta.get("saved", "?")) + "; " + ", ".join(parts)) if parts else "no rounds saved"
+    return meta.get("fingerprint"), study, text
+
+
 def run_with_store(fn: Callable[[], Any], store: ResumeStore) -> Any:
     """Call ``fn()``; on Ctrl-C (KeyboardInterrupt) save the last chunk boundary before re-raising."""
     try:
@@ -477,4 +496,4 @@ def run_with_store(fn: Callable[[], Any], store: ResumeStore) -> Any:
         raise
 
 
-__all__ += ["flatten", "unflatten", "write_npz", "read_npz", "run_with_store"]
+__all__ += ["flatten", "unflatten", "write_npz", "read_npz", "run_with_store", "describe_resume"]

@@ -673,11 +673,17 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
         else:
             kwargs[key] = value
     try:
-        return fn(**kwargs)
+        obj = fn(**kwargs)
     except ConfigError as exc:
         raise ConfigError(f"{path}.{exc.path}" if exc.path else path, exc.message) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(path, f"{entry.name}: {exc}") from None
+    want = _RETURNS[kind]
+    if type(obj).__name__ not in want and not any(c.__name__ in want for c in type(obj).__mro__):
+        raise ConfigError(f"{path}.name", f"{entry.name} returned a {type(obj).__name__}, not a bayesfair "
+                                          f"{' or '.join(want)}: a {kind} name must be a registered {kind} or "
+                                          f"the import path of a function that builds one")
+    return obj
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair._validate import positive_int
+from bayesfair._validate import MAX_HORIZON, positive_int
+from bayesfair.compat import check_merit_domain, check_policy_fits
 from bayesfair.environments.base import Environment
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, fair_policy, group_fair_policy, resolve_merit
@@ -47,9 +48,16 @@ from bayesfair.metrics import (
 )
 from bayesfair.policies.base import Policy
 
-__all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "as_key"]
+__all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "SimulationError", "as_key",
+           "MAX_HORIZON", "wait_interruptibly", "check_study", "run_means"]
 
 _MAX_SLOTS = 64  # checkpoints recorded per chunk call (a chunk is cut short if it would hold more)
+_NO_ROUND = np.iinfo(np.int32).max
+_SUM_TOL = 1e-3  # |sum_a pi_t(a) - 1| above this is reported as an invalid selection distribution
+
+
+class SimulationError(RuntimeError):
+    """A policy produced a non-finite selection distribution or reward during a simulation."""
 
 
 class RunCarry(NamedTuple):
@@ -61,6 +69,7 @@ class RunCarry(NamedTuple):
     policy_key: jax.Array
     acc: dict[str, jax.Array]
     floors: FloorState | None = None
+    invalid: jax.Array | None = None  # int32: first round with a non-finite pi_t or reward (_NO_ROUND if none)
 
 
 class SimulationOutput(NamedTuple):
@@ -175,7 +184,8 @@ def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, 
         k_init, k_pol_rounds = jax.random.split(policy_key)
         params = env.reset(k_reset)
         floors = init_floor_state(beta) if beta is not None else None
-        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), floors)
+        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), floors,
+                        jnp.int32(_NO_ROUND))
 
     def chunk_run(carry: RunCarry, ts: jax.Array, slots: jax.Array, active: jax.Array):
         carry = carry._replace(acc=init_acc(specs))
@@ -196,7 +206,11 @@ def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, 
                 floors, slack = advance_floors(floors, member[action])
             acc = update_acc(c.acc, merit=merit, probs=probs, mean=rnd.mean, action=action, reward=reward,
                              member=member, extra=rnd.extra, track=(info or {}).get("track"), slack=slack)
-            c = c._replace(policy_state=state, acc=acc, floors=floors)
+            total = jnp.sum(probs)
+            finite = (jnp.all(jnp.isfinite(probs)) & jnp.all(probs >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
+                      & jnp.isfinite(reward))
+            invalid = jnp.where(finite, c.invalid, jnp.minimum(c.invalid, t))
+            c = c._replace(policy_state=state, acc=acc, floors=floors, invalid=invalid)
             if not with_record:
                 return c
             # per-round log (bayesfair.logs): the round's draw and the policy's choice
@@ -299,9 +313,12 @@ def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, e
         slots[in_chunk - t0] = np.arange(in_chunk.size, dtype=np.int32)
         if round_log is not None:
             carry, buf, recs = chunk_fn(carry, ts, slots, active)
+            wait_interruptibly(buf)
             round_log(name, t0, t_end, jax.device_get(recs))
         else:
             carry, buf = chunk_fn(carry, ts, slots, active)
+            wait_interruptibly(buf)
+        _check_valid(name or policy.name, policy, jax.device_get(carry.invalid), t0, t_end)
         buf = jax.device_get(buf)
         acc = jax.device_get(carry.acc)
         n = in_chunk.size
@@ -322,6 +339,55 @@ def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, e
         if checkpointer is not None:
             checkpointer.chunk_done(name, carry, values, totals, t0, ci, time.perf_counter() - t_start)
     return SimulationOutput(values, specs, time.perf_counter() - t_start), carry
+
+
+def wait_interruptibly(tree: Any, poll: float = 0.002, max_poll: float = 0.05) -> None:
+    """Block until every array of ``tree`` is computed, letting signal handlers run meanwhile.
+
+    JAX dispatches a jitted chunk asynchronously; waiting on its result inside
+    ``block_until_ready``/``device_get`` holds the main thread in C++, where Python signal
+    handlers (Ctrl-C's ``KeyboardInterrupt``, the CLI's SIGTERM handler) cannot run until the
+    chunk ends. Polling ``is_ready()`` with short sleeps keeps them responsive: a Ctrl-C raises
+    within ``max_poll`` seconds however long the chunk is (the chunk's work is then discarded;
+    the computation finishes in the background).
+    """
+    leaves = [x for x in jax.tree.leaves(tree) if hasattr(x, "is_ready")]
+    delay = poll
+    while not all(x.is_ready() for x in leaves):
+        time.sleep(delay)
+        delay = min(2 * delay, max_poll)
+
+
+def run_means(env: Environment, key: Any, runs: int) -> np.ndarray:
+    """``[R, K]`` arm means of every run, exactly as :func:`simulate` draws them for ``key``."""
+    k_env, _ = jax.random.split(as_key(key))
+    env_keys = jax.random.split(k_env, runs)
+    draw = jax.jit(jax.vmap(lambda k: env.arm_means(env.reset(jax.random.split(k)[0]))))
+    return np.asarray(draw(env_keys), np.float64)
+
+
+def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit, key: Any, runs: int) -> None:
+    """Before any round: every policy fits the environment's rewards, and (multi-armed
+    environments) every run's arm means lie in the merit's domain. Raises
+    :class:`bayesfair.compat.IncompatibleError`."""
+    for name, pol in policies.items():
+        check_policy_fits(pol, env, name)
+    if env.spec.n_features == 0:
+        check_merit_domain(merit, run_means(env, key, runs), env.name)
+
+
+def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end: int) -> None:
+    """Raise :class:`SimulationError` if a run saw a non-finite pi_t or reward in this chunk."""
+    invalid = np.asarray(invalid).reshape(-1)
+    bad = np.flatnonzero(invalid < _NO_ROUND)
+    if bad.size == 0:
+        return
+    run = int(bad[np.argmin(invalid[bad])])
+    raise SimulationError(
+        f"policy {name!r} ({policy.name}) produced an invalid selection distribution pi_t (non-finite, negative or not summing to 1) or a non-finite reward at round "
+        f"{int(invalid[run]):,} of run {run} ({bad.size} run(s) affected between rounds {t0:,} and {t_end:,}). "
+        "Its state became invalid: usually the environment's rewards do not fit the policy (e.g. a "
+        "Beta-Bernoulli posterior fed rewards outside [0, 1]) or a parameter overflows (a merit of huge means).")
 
 
 def simulate(
@@ -402,11 +468,16 @@ def simulate(
         if not isinstance(pol, Policy):
             raise TypeError(f"policies[{name!r}] must be a bayesfair Policy, got {type(pol).__name__}")
     horizon = positive_int("horizon", horizon)
+    if horizon > MAX_HORIZON:
+        raise ValueError(f"horizon must be <= {MAX_HORIZON:,} (round indices are 32-bit integers), got {horizon:,}")
     runs = positive_int("runs", runs)
     chunk_size = positive_int("chunk_size", chunk_size)
     merit = resolve_merit(merit)
     grid = _validate_checkpoints(checkpoints, horizon)
     chunk_size = min(chunk_size, horizon)
+    if horizon + chunk_size - 1 > np.iinfo(np.int32).max:
+        raise ValueError(f"chunk_size {chunk_size:,} is too large for horizon {horizon:,}: round indices are 32-bit "
+                         "integers; use a chunk_size of at most 2**20")
     n_shards = _n_shards(runs, devices)
     beta = None
     if group_floors is not None:
@@ -419,6 +490,7 @@ def simulate(
         except ValueError as exc:
             raise ValueError(f"group_floors: {exc}") from None
 
+    check_study(env, policies, merit, key, runs)
     k_env, k_pol = jax.random.split(key)
     env_keys = jax.random.split(k_env, runs)
     pol_keys = jax.random.split(k_pol, runs)

@@ -204,12 +204,20 @@ class Sweep:
         folder = Path(out) if out is not None else self.output
         return {"results": folder / f"{self.name}.nc", "points": folder / f"{self.name}.points"}
 
+    def fingerprint(self) -> str:
+        """Hash of the swept keys and every point's fingerprint (what determines the combined numbers)."""
+        import hashlib
+
+        text = json.dumps({"keys": self.keys, "points": [p.fingerprint(log=False) for p in self.points]})
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def _attrs(self, datasets: Sequence[Any]) -> dict[str, Any]:
         from bayesfair.io import _json_default
 
         first = dict(datasets[0].attrs)
         first.pop("config", None)
-        return {**first, "config": json.dumps(self.config, default=_json_default),
+        config = {**self.config, "fingerprint": self.fingerprint()}
+        return {**first, "config": json.dumps(config, default=_json_default),
                 "sweep": json.dumps({"keys": self.keys, "values": self.values}, default=_json_default),
                 "point_configs": json.dumps([p.config for p in self.points], default=_json_default)}
 
@@ -223,20 +231,38 @@ class Sweep:
         return combine(datasets, self.keys, self.values, self._attrs(datasets))
 
     def execute(self, out: str | os.PathLike | None = None, *, progress: bool | Callable[[dict], None] = False,
-                resume: bool = False, client: Any = None, stop_after_chunks: int | None = None,
-                report: Callable[[str], None] | None = None) -> Any:
+                resume: bool = False, restart: bool = False, overwrite: bool = False, client: Any = None,
+                stop_after_chunks: int | None = None, report: Callable[[str], None] | None = None) -> Any:
         """Run the points, write each point's file and the combined results; returns the StudyOutput-like
         ``(results, None, dataset, resumed)``.
 
         With ``resume``, points whose file exists and matches are not run again (and locally a
-        point interrupted half-way continues from its resume file).
+        point interrupted half-way continues from its resume file). ``restart`` and ``overwrite``
+        are as for :meth:`bayesfair.config.Study.execute`, for the combined file and every point;
+        the output folders are checked before any point runs.
         """
         from bayesfair import io
         from bayesfair.config import StudyOutput
+        from bayesfair.outputs import OutputError, preflight
+        from bayesfair.persist import describe_resume
 
         say = report or (lambda msg: None)
         paths = self.paths(out)
         folder = paths["points"]
+        pre = preflight(results=paths["results"], resume_file=None, fingerprint=self.fingerprint(),
+                        config={**self.config, "fingerprint": self.fingerprint()}, resume=False, overwrite=overwrite)
+        for note in pre.notes:
+            say(note)
+        for i, p in enumerate(self.points):  # refuse before any point runs, not at point i
+            pp = p.paths(folder)
+            if resume and _finished(pp["results"], p.fingerprint(log=False)) is not None:
+                continue
+            try:
+                preflight(results=pp["results"], resume_file=pp["resume"], fingerprint=p.fingerprint(log=False),
+                          config=p.config, resume=resume, restart=restart, overwrite=overwrite,
+                          read_resume=describe_resume)
+            except OutputError as exc:
+                raise OutputError(f"sweep point {i + 1} ({_label(self.keys, self.coords()[i])}): {exc}") from None
         done: dict[int, Any] = {}
         if resume:
             for i, p in enumerate(self.points):
@@ -251,8 +277,8 @@ class Sweep:
             for i in todo:
                 p = self.points[i]
                 say(f"point {i + 1}/{len(self.points)}: " + _label(self.keys, self.coords()[i]))
-                res = p.execute(folder, progress=progress, resume=resume, log=False,
-                                stop_after_chunks=stop_after_chunks)
+                res = p.execute(folder, progress=progress, resume=resume, restart=restart, overwrite=overwrite,
+                                log=False, stop_after_chunks=stop_after_chunks, say=say)
                 done[i] = res.dataset
         else:
             from distributed import as_completed
@@ -270,6 +296,7 @@ class Sweep:
         datasets = [done[i] for i in range(len(self.points))]
         ds = combine(datasets, self.keys, self.values, self._attrs(datasets))
         io.write_results(ds, paths["results"])
+        pre.remove_stale(say)
         return StudyOutput(paths["results"], None, ds, not todo)
 
 

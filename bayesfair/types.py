@@ -32,6 +32,11 @@ class Spec(NamedTuple):
         Context dimension ``d`` (0 for multi-armed bandits).
     reward_range : tuple of float or None
         Known bounds of the reward, if any (e.g. ``(0, 1)`` for Bernoulli arms).
+    rewards : str or None
+        The kind of reward (:mod:`bayesfair.compat`): ``"binary"`` (0 or 1), ``"bounded"``
+        (inside ``reward_range``) or ``"real"`` (unbounded; ``reward_range`` then bounds the means
+        only). ``None``: ``"bounded"`` if ``reward_range`` is given, else ``"real"``. Policies that
+        assume a kind (a Beta-Bernoulli posterior, UCB widths) are checked against it before a run.
     """
 
     n_arms: int
@@ -39,6 +44,7 @@ class Spec(NamedTuple):
     n_groups: int
     n_features: int = 0
     reward_range: tuple[float, float] | None = None
+    rewards: str | None = None
 
 
 class Observation(NamedTuple):

@@ -12,6 +12,7 @@ from jax import lax
 import bayesfair as bf
 from bayesfair import io, persist
 from bayesfair.config import parse_config
+from bayesfair.outputs import OutputError
 from bayesfair.persist import IncompatibleFileError, PersistError, StudyInterrupted
 
 K_ROUNDS = 40
@@ -132,7 +133,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path):
     assert meta["policies"]["UCB"]["next_round"] == 81 and meta["policies"]["EG"]["next_round"] == 33
     # a resume file of another configuration is refused
     persist.write_npz(tmp_path / "o" / "tiny.resume.npz", arrays, {**meta, "fingerprint": "another study"})
-    with pytest.raises(PersistError, match="different study configuration"):
+    with pytest.raises(OutputError, match="belongs to a different study"):
         study.execute(tmp_path / "o", resume=True)
     res = study.execute(tmp_path, resume=True)
     assert res.resumed and not paths["resume"].exists()

@@ -66,7 +66,7 @@ def _groups(groups: Any, n_arms: int) -> Groups:
     return g
 
 
-def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict) -> Environment:
+def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict, rewards: str) -> Environment:
     """``draw(key, mu_a) -> r`` is one arm's reward; arm a of round t uses ``fold_in(key_t, a)``.
 
     Per-arm keys make every arm's counterfactual reward a function of (run, round, arm) only, so
@@ -93,7 +93,7 @@ def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict) 
     def pull(key: jax.Array, params: jax.Array, t: jax.Array, action: jax.Array) -> jax.Array:
         return draw(jax.random.fold_in(key, action), params[action])
 
-    spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=reward_range)
+    spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=reward_range, rewards=rewards)
     if fixed:
         means_cfg: Any = low.tolist()
     else:
@@ -120,7 +120,7 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
     def draw(key: jax.Array, mu_a: jax.Array) -> jax.Array:
         return (jax.random.uniform(key, ()) < mu_a).astype(jnp.float32)
 
-    return _build("bernoulli", means, groups, draw, (0.0, 1.0), {})
+    return _build("bernoulli", means, groups, draw, (0.0, 1.0), {}, "binary")
 
 
 def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environment:
@@ -132,4 +132,4 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
     def draw(key: jax.Array, mu_a: jax.Array) -> jax.Array:
         return mu_a + sigma * jax.random.normal(key, ())
 
-    return _build("gaussian", means, groups, draw, None, {"sigma": sigma})
+    return _build("gaussian", means, groups, draw, None, {"sigma": sigma}, "real")

@@ -336,7 +336,7 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
     def arm_means(params: jax.Array) -> jax.Array:
         return slot_means_j
 
-    spec = Spec(n_arms=n_candidates, group_of_arm=groups_rec.labels, n_groups=n_groups, n_features=d)
+    spec = Spec(n_arms=n_candidates, group_of_arm=groups_rec.labels, n_groups=n_groups, n_features=d, rewards="real")
     cfg = {
         "kind": name, "setting": setting, "n_candidates": n_candidates, "n_groups": n_groups, "block_size": m,
         "n_features": d, "theta": design.theta.tolist(), "bias_step": design.bias_step,
@@ -534,7 +534,7 @@ def gmf_population(
         return pop_mean
 
     groups_rec = _slot_groups(k, names)
-    spec = Spec(n_arms=k, group_of_arm=groups_rec.labels, n_groups=n_groups, n_features=d)
+    spec = Spec(n_arms=k, group_of_arm=groups_rec.labels, n_groups=n_groups, n_features=d, rewards="real")
     cfg = {"kind": name, "setting": "Section 7: candidates drawn from a finite population", "n_candidates": k,
            "population": n, "n_features": d, "n_groups": n_groups, "group_names": list(names),
            "group_sizes": counts.tolist(), "noise_sd": sd, "true_cdf": "exact population ECDF", **(config or {})}

@@ -255,7 +255,8 @@ def linear_bandit(
         spread = cscale * jnp.sqrt(jnp.sum(params * params))
         return jax.nn.sigmoid(centre[:, None] + spread * nodes_j[None, :]) @ weights_j
 
-    spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, n_features=d, reward_range=rr)
+    spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, n_features=d, reward_range=rr,
+                rewards="binary" if bernoulli else "real")
     cfg: dict[str, Any] = {
         "kind": "linear", "n_arms": k, "n_features": d, "noise": noise,
         "theta": theta_fixed.tolist() if theta_fixed is not None else {"distribution": "normal", "scale": tscale},

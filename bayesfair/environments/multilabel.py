@@ -399,7 +399,7 @@ def multilabel_bandit(
         return mean_j
 
     spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, n_features=n_features,
-                reward_range=(0.0, 1.0))
+                reward_range=(0.0, 1.0), rewards="binary")
     cfg: dict[str, Any] = {
         "kind": "multilabel", "mode": mode, "n_examples": n, "n_arms": k,
         "n_input_features": int(np.shape(features)[1]),

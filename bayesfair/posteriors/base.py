@@ -34,6 +34,9 @@ class Posterior(NamedTuple):
         its posterior over the site ``"mu"`` is what the conjugate path computes in closed form.
     params : dict
         Hyper-parameters (for result metadata).
+    rewards : str
+        The rewards the likelihood describes: ``"binary"`` (0/1; a policy built on it refuses an
+        environment with other rewards, :mod:`bayesfair.compat`) or ``"real"``.
     """
 
     name: str
@@ -44,6 +47,7 @@ class Posterior(NamedTuple):
     variance: Callable[[Any], jax.Array]
     model: Callable[..., None]
     params: dict[str, Any]
+    rewards: str = "real"
 
 
 def fit(posterior: Posterior, n_arms: int, arms: jax.Array, rewards: jax.Array) -> Any:

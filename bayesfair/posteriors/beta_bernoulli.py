@@ -66,4 +66,5 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
         with numpyro.plate("obs", len(arms)):
             numpyro.sample("r", dist.Bernoulli(probs=mu[arms]), obs=rewards)
 
-    return Posterior("beta_bernoulli", init, update, sample, mean, variance, model, {"a0": a0, "b0": b0})
+    return Posterior("beta_bernoulli", init, update, sample, mean, variance, model, {"a0": a0, "b0": b0},
+                     rewards="binary")

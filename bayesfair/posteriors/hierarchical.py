@@ -180,4 +180,4 @@ def hierarchical_logit_normal(
     params = {"group_of_arm": labels.tolist(), "loc": loc, "loc_scale": loc_scale, "scale": scale,
               "centered": centered}
     return mcmc_posterior(model, history=hist, name="hierarchical_logit_normal", reference_model=reference,
-                          params=params, **settings)
+                          params=params, rewards="binary", **settings)

@@ -107,6 +107,9 @@ class LinearPosterior(NamedTuple):
         computes in closed form.
     params : dict
         Hyper-parameters (for result metadata).
+    rewards : str
+        ``"binary"`` for a 0/1 likelihood (logistic), ``"real"`` for the Gaussian ones
+        (:mod:`bayesfair.compat`).
     """
 
     name: str
@@ -118,6 +121,7 @@ class LinearPosterior(NamedTuple):
     variance: Callable[[Any], jax.Array]
     model: Callable[..., None]
     params: dict[str, Any]
+    rewards: str = "real"
 
 
 class LinearState(NamedTuple):

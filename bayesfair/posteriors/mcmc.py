@@ -544,6 +544,7 @@ def mcmc_posterior(
     name: str = "mcmc",
     reference_model: Callable | None = None,
     params: dict[str, Any] | None = None,
+    rewards: str | None = None,
     **settings: Any,
 ) -> Posterior:
     """A per-arm :class:`~bayesfair.posteriors.Posterior` refreshed by NUTS (the MCMC fallback).
@@ -567,6 +568,9 @@ def mcmc_posterior(
         ``model`` itself for :func:`arm_buffer` histories.
     params : dict, optional
         Extra JSON-friendly hyper-parameters for metadata.
+    rewards : {"binary", "real"}, optional
+        The rewards the likelihood describes (:mod:`bayesfair.compat`); default ``"binary"`` for
+        :func:`arm_counts` (a binomial likelihood) and ``"real"`` for buffers.
     **settings
         :class:`NUTSSettings` fields (``refresh_every``, ``num_warmup``, ``num_samples``,
         ``num_chains``, ``max_tree_depth``, ``target_accept``, ``adapt_mass_matrix``,
@@ -578,6 +582,10 @@ def mcmc_posterior(
         raise TypeError(f"history must be a bayesfair History (arm_counts(), arm_buffer(C)), got {history!r}")
     if history.name == "context_buffer":
         raise ValueError("context_buffer is for linear models: use logistic_linear_mcmc")
+    if rewards is None:
+        rewards = "binary" if history.name == "arm_counts" else "real"
+    if rewards not in ("binary", "real"):
+        raise ValueError(f"rewards must be 'binary' or 'real', got {rewards!r}")
     cfg = NUTSSettings.create(**settings)
     eng = _engine(model, history, "mu", cfg)
     if reference_model is None:
@@ -590,7 +598,8 @@ def mcmc_posterior(
 
     update._mcmc_refresh = jax.jit(eng.refresh)
     all_params = {**(params or {}), **history.params, **_settings_params(cfg)}
-    return Posterior(name, eng.init, update, eng.sample, eng.mean, eng.variance, reference_model, all_params)
+    return Posterior(name, eng.init, update, eng.sample, eng.mean, eng.variance, reference_model, all_params,
+                     rewards)
 
 
 # --------------------------------------------------------------------------- Beta-Bernoulli via MCMC
@@ -631,7 +640,7 @@ def mcmc_beta_bernoulli(a0: float = 1.0, b0: float = 1.0, *, capacity: int | Non
     hist = arm_counts() if capacity is None else arm_buffer(capacity)
     model = counts if capacity is None else reference
     return mcmc_posterior(model, history=hist, name="mcmc_beta_bernoulli", reference_model=reference,
-                          params={"a0": a0, "b0": b0}, **settings)
+                          params={"a0": a0, "b0": b0}, rewards="binary", **settings)
 
 
 # --------------------------------------------------------------------------- logistic-linear
@@ -722,4 +731,4 @@ def logistic_linear_mcmc(prior_mean: float = 0.0, prior_var: float = 1.0, *, cap
 
     params = {"prior_mean": m0, "prior_var": v0, "link": "logistic", **hist.params, **_settings_params(cfg)}
     return LinearPosterior("logistic_linear_mcmc", eng.init, update, eng.sample, eng.mean, cov, eng.variance,
-                           model, params)
+                           model, params, rewards="binary")
