@@ -14,8 +14,38 @@ from bayesfair.types import Observation, Spec
 __all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "check_reward_range"]
 
 
-class Policy(NamedTuple):
+class _PolicyFields(NamedTuple):
+    init: Callable[[jax.Array, Spec], Any]
+    select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]]
+    update: Callable[[Any, Observation, jax.Array, jax.Array], Any]
+    name: str = "policy"
+    config: dict[str, Any] = {}
+
+
+# Nested in another jit (the simulator's scan), the policy's jitted functions are inlined into the
+# caller's trace, so the simulator's program is exactly what it was before they were jitted.
+_INLINE: Any = getattr(getattr(jax, "Inline", None), "JAX_EARLY", True)
+
+
+def _is_jitted(fn: Any) -> bool:
+    """True for the output of :func:`jax.jit` (a function that compiles once per input signature)."""
+    return isinstance(fn, jax.stages.Wrapped) and callable(getattr(fn, "lower", None))
+
+
+def _jit(fn: Any, what: str) -> Any:
+    if not callable(fn):
+        raise TypeError(f"Policy.{what} must be callable, got {type(fn).__name__}")
+    return fn if _is_jitted(fn) else jax.jit(fn, inline=_INLINE)
+
+
+class Policy(_PolicyFields):
     """A bandit policy as three pure functions over a pytree state.
+
+    ``select`` and ``update`` are wrapped in :func:`jax.jit` when the record is built (unless they
+    already are jitted), so stepping a policy by hand in a Python loop compiles each of them once
+    per input signature instead of dispatching op by op; inside the simulator's own jit they are
+    inlined, so the simulated numbers do not change. ``init`` stays a plain function: it takes
+    the static :class:`~bayesfair.types.Spec`.
 
     Attributes
     ----------
@@ -24,20 +54,26 @@ class Policy(NamedTuple):
     select : callable
         ``select(key, state, obs: Observation) -> (action, probs, info)``: ``action`` is an
         int32 scalar, ``probs`` the full selection distribution pi_t ``[K]`` the action was drawn
-        from (one-hot for deterministic choices), ``info`` a dict of extra arrays.
+        from (one-hot for deterministic choices), ``info`` a dict of extra arrays. Jitted.
     update : callable
-        ``update(state, obs, action, reward) -> state``.
+        ``update(state, obs, action, reward) -> state``. Jitted.
     name : str
         Display name.
     config : dict
         Parameters, JSON-friendly (written into result files).
     """
 
-    init: Callable[[jax.Array, Spec], Any]
-    select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]]
-    update: Callable[[Any, Observation, jax.Array, jax.Array], Any]
-    name: str = "policy"
-    config: dict[str, Any] = {}
+    __slots__ = ()
+
+    def __new__(cls, init: Callable[[jax.Array, Spec], Any],
+                select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]],
+                update: Callable[[Any, Observation, jax.Array, jax.Array], Any],
+                name: str = "policy", config: dict[str, Any] = {}) -> Policy:  # noqa: B006 (the field default)
+        return super().__new__(cls, init, _jit(select, "select"), _jit(update, "update"), name, config)
+
+    @classmethod
+    def _make(cls, iterable: Any) -> Policy:  # used by _replace: jit replaced functions too
+        return cls(*iterable)
 
 
 class CountState(NamedTuple):

@@ -1,0 +1,62 @@
+"""Runnable examples in the docs: the ```python blocks marked ``<!-- doctest ... -->`` run as written.
+
+A block is runnable when the line just before its opening fence is an HTML comment starting
+with ``<!-- doctest`` (invisible in rendered markdown). Each one runs in a fresh namespace in an
+empty temporary working directory; the test fails if it raises, including its own asserts.
+Unmarked blocks (fragments that need a study's files, CLI transcripts, ...) are not run.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOC_FILES = ["workflow.md"]
+MARKER = re.compile(r"^\s*<!--\s*doctest\b.*-->\s*$")
+
+
+def runnable_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number of the opening fence, code) of every marked ```python block."""
+    lines = text.splitlines()
+    blocks = []
+    for i, line in enumerate(lines):
+        if not MARKER.match(line):
+            continue
+        if i + 1 >= len(lines) or lines[i + 1].strip() != "```python":
+            raise ValueError(f"line {i + 1}: a doctest marker must be followed directly by a ```python fence")
+        try:
+            end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
+        except StopIteration:
+            raise ValueError(f"line {i + 2}: unterminated ```python block") from None
+        blocks.append((i + 2, "\n".join(lines[i + 2:end]) + "\n"))
+    return blocks
+
+
+def _cases():
+    for name in DOC_FILES:
+        for line, code in runnable_blocks((DOCS / name).read_text(encoding="utf-8")):
+            yield pytest.param(name, line, code, id=f"{name}:{line}")
+
+
+def test_every_listed_doc_has_a_runnable_block():
+    for name in DOC_FILES:
+        assert runnable_blocks((DOCS / name).read_text(encoding="utf-8")), f"{name}: no <!-- doctest --> block"
+
+
+def test_marker_parsing():
+    text = ("x\n<!-- doctest -->\n```python\na = 1\n```\n"  # marked
+            "```python\nb = 2\n```\n"  # not marked
+            "<!-- doctest: note -->\n```python\nc\n```\n")
+    assert runnable_blocks(text) == [(3, "a = 1\n"), (10, "c\n")]
+    with pytest.raises(ValueError, match="followed directly"):
+        runnable_blocks("<!-- doctest -->\n\n```python\na\n```\n")
+
+
+@pytest.mark.parametrize(("doc", "line", "code"), list(_cases()))
+def test_doc_example_runs(doc, line, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    filename = str(DOCS / doc)
+    namespace = {"__name__": f"doctest_{Path(doc).stem}_{line}", "__file__": filename}
+    # pad with blank lines so a traceback's line numbers are the markdown file's
+    exec(compile("\n" * line + code, filename, "exec"), namespace)
