@@ -138,13 +138,21 @@ def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
 
 def argmax_set(x: jax.Array) -> jax.Array:
     """Uniform distribution over the maximizers of ``x`` (ties share the mass equally); all NaN if
-    ``x`` holds a NaN (so an invalid score is reported, not silently played)."""
+    ``x`` holds a NaN (so an invalid score is reported, not silently played).
+
+    ``x`` passes an optimization barrier first: XLA may otherwise recompute ``x`` inside each
+    fusion that uses it, with different floating-point contraction, so that ``x == max(x)`` in
+    one fusion and ``sum(x == max(x))`` in another disagree by an ulp: seen as a pi_t of all zeros
+    (TopInterval, IntervalChaining on the biased-feedback study), which the simulator now reports.
+    """
+    x = lax.optimization_barrier(x)
     is_max = x == jnp.max(x)
     return jnp.where(jnp.any(jnp.isnan(x)), jnp.nan, is_max / jnp.sum(is_max))
 
 
 def random_argmax(key: jax.Array, x: jax.Array) -> jax.Array:
     """Argmax of ``x`` with ties broken uniformly at random (never by index)."""
+    x = lax.optimization_barrier(x)  # one value of x for both uses (see argmax_set)
     is_max = x == jnp.max(x)
     noise = jax.random.uniform(key, x.shape)
     return jnp.argmax(jnp.where(is_max, noise, -1.0)).astype(jnp.int32)

@@ -173,11 +173,26 @@ def fair_policy(merit: Merit, mu: jax.Array) -> jax.Array:
     """Optimal fair policy pi(a) = f(mu_a) / sum_a' f(mu_a') (Theorem 3.1.1), over the last axis.
 
     Uses ``log f`` and a softmax when the merit provides it, so exp(c mu) never overflows.
+    Called with concrete values (outside ``jax.jit``), NaN or infinite means raise a ValueError
+    naming the arm; traced inside jitted code, a NaN propagates (the simulator reports it).
     """
+    _check_concrete_means(mu, "mu")
+    mu = jnp.asarray(mu)
     if merit.log_fn is not None:
         return jax.nn.softmax(merit.log_fn(mu), axis=-1)
     w = merit.fn(mu)
     return w / jnp.sum(w, axis=-1, keepdims=True)
+
+
+def _check_concrete_means(mu: Any, name: str) -> None:
+    if isinstance(mu, jax.core.Tracer):
+        return
+    arr = np.asarray(mu, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        where = ", ".join(str(int(i)) for i in bad)
+        raise ValueError(f"{name} must be finite: entry [{where}] is {arr[tuple(bad)]} (NaN or infinite means have no "
+                         "fair policy)")
 
 
 def group_merit_weights(merit: Merit, mu: jax.Array, member: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -204,5 +219,6 @@ def group_fair_policy(merit: Merit, mu: jax.Array, member: jax.Array) -> jax.Arr
     Definition 3 of the bi-level fairness paper (meritocratic fairness within each group); with a
     single group it is :func:`fair_policy`. ``member`` is the one-hot ``[K, m]`` membership.
     """
-    w, w_sum = group_merit_weights(merit, mu, member)
+    _check_concrete_means(mu, "mu")
+    w, w_sum = group_merit_weights(merit, jnp.asarray(mu), member)
     return w / (member @ w_sum)

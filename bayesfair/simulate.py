@@ -206,8 +206,10 @@ def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, 
                 floors, slack = advance_floors(floors, member[action])
             acc = update_acc(c.acc, merit=merit, probs=probs, mean=rnd.mean, action=action, reward=reward,
                              member=member, extra=rnd.extra, track=(info or {}).get("track"), slack=slack)
+            # pi_t is a probability vector (the sum is non-finite iff some pi_t(a) is) and the reward
+            # is finite; the first round that fails is kept per run and reported by _check_valid.
             total = jnp.sum(probs)
-            finite = (jnp.all(jnp.isfinite(probs)) & jnp.all(probs >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
+            finite = (jnp.isfinite(total) & (jnp.min(probs) >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
                       & jnp.isfinite(reward))
             invalid = jnp.where(finite, c.invalid, jnp.minimum(c.invalid, t))
             c = c._replace(policy_state=state, acc=acc, floors=floors, invalid=invalid)

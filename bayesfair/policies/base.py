@@ -20,6 +20,7 @@ class _PolicyFields(NamedTuple):
     update: Callable[[Any, Observation, jax.Array, jax.Array], Any]
     name: str = "policy"
     config: dict[str, Any] = {}
+    requires: dict[str, Any] = {}
 
 
 # Nested in another jit (the simulator's scan), the policy's jitted functions are inlined into the
@@ -61,6 +62,10 @@ class Policy(_PolicyFields):
         Display name.
     config : dict
         Parameters, JSON-friendly (written into result files).
+    requires : dict
+        What the policy assumes of the environment's rewards, checked before every simulation
+        (:mod:`bayesfair.compat`): ``{}`` (any real reward), ``{"rewards": "binary", "because":
+        ...}`` or ``{"rewards": "bounded", "reward_range": [lo, hi], "because": ...}``.
     """
 
     __slots__ = ()
@@ -68,8 +73,10 @@ class Policy(_PolicyFields):
     def __new__(cls, init: Callable[[jax.Array, Spec], Any],
                 select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]],
                 update: Callable[[Any, Observation, jax.Array, jax.Array], Any],
-                name: str = "policy", config: dict[str, Any] = {}) -> Policy:  # noqa: B006 (the field default)
-        return super().__new__(cls, init, _jit(select, "select"), _jit(update, "update"), name, config)
+                name: str = "policy", config: dict[str, Any] = {},  # noqa: B006 (the field default)
+                requires: dict[str, Any] | None = None) -> Policy:
+        return super().__new__(cls, init, _jit(select, "select"), _jit(update, "update"), name, config,
+                               dict(requires or {}))
 
     @classmethod
     def _make(cls, iterable: Any) -> Policy:  # used by _replace: jit replaced functions too

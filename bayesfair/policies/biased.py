@@ -299,6 +299,7 @@ def chain_set(lower: jax.Array, upper: jax.Array) -> jax.Array:
     lower end and decreases to the minimum lower end of the members (at most n passes).
     """
     n = upper.shape[0]
+    lower, upper = lax.optimization_barrier((lower, upper))  # one value for every use (see _random.argmax_set)
     top = upper == jnp.max(upper)
     low0 = jnp.min(jnp.where(top, lower, jnp.inf))
 
@@ -343,7 +344,7 @@ def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -
 
     def select(key, state, x, t):
         est, w = _arm_width(state, x, t, delta, sigma)
-        upper = est + w
+        upper = lax.optimization_barrier(est + w)  # one value for every use (see _random.argmax_set)
         m = state.group_chol.shape[0]
         member = jax.nn.one_hot(state.group_of_arm, m, dtype=jnp.float32)  # [n, m]
         eps = _explore_prob(t)

@@ -64,6 +64,7 @@ import numpy as np
 
 from bayesfair import _fixedpoint, _random
 from bayesfair._validate import float_in, positive_int
+from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
@@ -255,6 +256,7 @@ def _build(
     within_rule,
     init_stats,
     update_stats,
+    requires: dict[str, Any] | None = None,
 ) -> Policy:
     """Algorithm 1's skeleton around an estimate of the means and a within-group rule.
 
@@ -326,7 +328,7 @@ def _build(
             frac=frac,
         )
 
-    return Policy(init, select, update, name, config)
+    return Policy(init, select, update, name, config, requires)
 
 
 def _reward_sums(k: int) -> jax.Array:
@@ -448,7 +450,7 @@ def bf_ucb(
     cfg = {"algorithm": "bf_ucb", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi],
            "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
     return _build(
-        name="BF-UCB", config=cfg, beta=beta,
+        name="BF-UCB", config=cfg, beta=beta, requires=bounded_requires(lo, hi, "BF-UCB"),
         **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
     )
 
@@ -479,6 +481,7 @@ def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
            "merit": merit.describe()}
     return _build(
         name="BF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
+        requires=posterior_requires(posterior, "BF-TS"),
         within_rule=lambda mu, member: _within_fair(merit, mu, member),
         init_stats=posterior.init, update_stats=posterior.update,
     )
@@ -505,6 +508,7 @@ def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, flo
 
     cfg = {"algorithm": "gef", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi]}
     return _build(name="GEF", config=cfg, beta=beta, estimate=estimate, within_rule=_within_argmax,
+                  requires=bounded_requires(lo, hi, "GEF"),
                   init_stats=_reward_sums, update_stats=_add_reward)
 
 
@@ -518,6 +522,7 @@ def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
     posterior = _check_posterior(posterior)
     cfg = {"algorithm": "gef_ts", "groups_beta": beta.tolist(), "posterior": posterior.name, **posterior.params}
     return _build(name="GEF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
+                  requires=posterior_requires(posterior, "GEF-TS"),
                   within_rule=_within_argmax, init_stats=posterior.init, update_stats=posterior.update)
 
 
@@ -553,11 +558,12 @@ def mf(
     if horizon is not None:
         pol = fairx_ucb(merit, horizon=horizon, delta=delta, reward_range=(lo, hi), learning_rate=lr,
                         steps=steps, start=start)
-        return pol._replace(name="MF", config={**pol.config, "algorithm": "mf", "variant": "fairx_ucb"})
+        return pol._replace(name="MF", config={**pol.config, "algorithm": "mf", "variant": "fairx_ucb"},
+                            requires=bounded_requires(lo, hi, "MF"))
     cfg = {"algorithm": "mf", "variant": "anytime", "delta": delta, "reward_range": [lo, hi],
            "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
     return _build(
-        name="MF", config=cfg, beta=None,
+        name="MF", config=cfg, beta=None, requires=bounded_requires(lo, hi, "MF"),
         **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
     )
 
@@ -567,4 +573,5 @@ def mf_ts(merit: Merit, posterior: Posterior) -> Policy:
     merit = _check_merit(merit)
     posterior = _check_posterior(posterior)
     pol = fairx_ts(posterior, merit)
-    return pol._replace(name="MF-TS", config={**pol.config, "algorithm": "mf_ts", "variant": "fairx_ts"})
+    return pol._replace(name="MF-TS", config={**pol.config, "algorithm": "mf_ts", "variant": "fairx_ts"},
+                        requires=posterior_requires(posterior, "MF-TS"))

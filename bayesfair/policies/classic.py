@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from bayesfair import _random
 from bayesfair._validate import finite_float, float_in
+from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
 from bayesfair.posteriors.base import Posterior
 from bayesfair.types import Observation, Spec
@@ -23,14 +24,14 @@ from bayesfair.types import Observation, Spec
 __all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
 
 
-def _count_policy(select, name: str, config: dict) -> Policy:
+def _count_policy(select, name: str, config: dict, requires: dict | None = None) -> Policy:
     def init(key: jax.Array, spec: Spec) -> CountState:
         return init_counts(spec.n_arms)
 
     def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
         return update_counts(state, action, reward)
 
-    return Policy(init, select, update, name, config)
+    return Policy(init, select, update, name, config, requires)
 
 
 def _argmax_policy(key: jax.Array, index: jax.Array):
@@ -57,7 +58,8 @@ def ucb1(*, w0: float | None = None) -> Policy:
         action, probs = _argmax_policy(key, index)
         return action, probs, {"index": index}
 
-    return _count_policy(select, "UCB", {"algorithm": "ucb1", "w0": w0})
+    # sqrt(2 ln t / N) is Hoeffding's width for rewards in [0, 1] (Auer et al., 2002)
+    return _count_policy(select, "UCB", {"algorithm": "ucb1", "w0": w0}, bounded_requires(0.0, 1.0, "UCB1"))
 
 
 def thompson(posterior: Posterior) -> Policy:
@@ -78,7 +80,8 @@ def thompson(posterior: Posterior) -> Policy:
         return posterior.update(state, action, reward)
 
     return Policy(init, select, update, "TS",
-                  {"algorithm": "thompson", "posterior": posterior.name, **posterior.params})
+                  {"algorithm": "thompson", "posterior": posterior.name, **posterior.params},
+                  posterior_requires(posterior, "TS"))
 
 
 def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:

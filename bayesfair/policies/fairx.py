@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from bayesfair import _random
 from bayesfair._validate import finite_float, float_in, positive_int
+from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import (
     CountState,
@@ -56,7 +57,7 @@ def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
 
     return Policy(init, select, update, "FairX-TS",
                   {"algorithm": "fairx_ts", "posterior": posterior.name, **posterior.params,
-                   "merit": merit.describe()})
+                   "merit": merit.describe()}, posterior_requires(posterior, "FairX-TS"))
 
 
 def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
@@ -168,7 +169,7 @@ def fairx_ucb(
     cfg = {"algorithm": "fairx_ucb", "w0": w0, "horizon": horizon, "delta": delta,
            "reward_range": [lo, hi], "learning_rate": lr, "steps": steps, "start": start,
            "merit": merit.describe()}
-    return Policy(init, select, update, "FairX-UCB", cfg)
+    return Policy(init, select, update, "FairX-UCB", cfg, bounded_requires(lo, hi, "FairX-UCB"))
 
 
 def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:

@@ -32,6 +32,7 @@ from jax import lax
 
 from bayesfair import _random
 from bayesfair._validate import finite_float, float_in
+from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
 from bayesfair.policies.fairx import check_ascent
@@ -133,7 +134,7 @@ def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
 
     return Policy(init, select, update, name,
                   {"algorithm": "fairx_lints", "posterior": posterior.name, **posterior.params,
-                   "merit": merit.describe()})
+                   "merit": merit.describe()}, posterior_requires(posterior, "FairX-LinTS"))
 
 
 def lints(posterior: LinearPosterior) -> Policy:
@@ -160,7 +161,8 @@ def lints(posterior: LinearPosterior) -> Policy:
         return posterior.update(state, x[action], reward)
 
     return Policy(init, select, update, name,
-                  {"algorithm": "lints", "posterior": posterior.name, **posterior.params})
+                  {"algorithm": "lints", "posterior": posterior.name, **posterior.params},
+                  posterior_requires(posterior, "LinTS"))
 
 
 # --------------------------------------------------------------------------- confidence ellipsoid
