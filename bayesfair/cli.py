@@ -19,11 +19,14 @@ Commands
 ``bayesfair list``
     Registered policies, environments, posteriors, merit functions and datasets.
 
-Exit codes (every command)
---------------------------
-0 success; 1 runtime failure; 2 usage or config error (bad arguments, invalid config, missing or
-incompatible input file); 130 interrupted (Ctrl-C or SIGTERM; a study's state is saved for
-``--resume``). Set ``BAYESFAIR_DEBUG=1`` for tracebacks of runtime failures.
+Exit codes (every command; the table is in docs/workflow.md)
+-------------------------------------------------------------
+0 success; 1 runtime failure (a policy produced invalid values, a bug; the message names it);
+2 bad input (bad arguments, invalid config, a policy that does not fit the environment, a
+missing, damaged or foreign input file, an output folder that would lose results or progress);
+130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: a study saves its last chunk boundary for
+``--resume`` first; a second signal exits at once. Set ``BAYESFAIR_DEBUG=1`` for tracebacks of
+runtime failures.
 """
 
 from __future__ import annotations
@@ -40,16 +43,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "DEMO_MEANS", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "write_figures",
-           "write_report"]
+__all__ = ["main", "DEMO_MEANS", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
+           "write_figures", "write_report"]
 
 # The demo problem: two close top arms (0.78 vs 0.80) show the winner-takes-all effect.
 DEMO_MEANS = (0.10, 0.25, 0.35, 0.45, 0.50, 0.55, 0.62, 0.70, 0.78, 0.80)
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
-_EPILOG = ("exit codes: 0 success, 1 runtime failure, 2 usage or config error, 130 interrupted "
-           "(the study's state is saved; continue with --resume)")
+_EPILOG = ("exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, config, files, output "
+           "folder), 130 interrupted by Ctrl-C, 143 by SIGTERM (the study's state is saved; continue with "
+           "--resume; a second signal exits at once)")
 
 
 class UsageError(Exception):
@@ -102,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--c", type=float, default=4.0, help="merit steepness c in exp(c mu) (default 4)")
     d.add_argument("--out", type=Path, default=Path("demo-output"), help="output folder (default demo-output)")
     d.add_argument("--no-progress", action="store_true", help="do not print a progress bar")
+    d.add_argument("--overwrite", action="store_true",
+                   help="replace a demo.nc of a demo run with other settings (refused otherwise)")
 
     s = sub.add_parser(
         "simulate", help="run the study (or sweep) of a TOML config", epilog=_EPILOG, formatter_class=fmt,
@@ -114,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, help="output folder (default: the config's `output`)")
     s.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its resume file (or skip finished sweep points)")
+    s.add_argument("--restart", action="store_true",
+                   help="discard the saved progress of an interrupted run and start over (refused otherwise)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace results of a different study in the output folder, and their report and "
+                        "figures (refused otherwise)")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
     s.add_argument("--log", action="store_true",
                    help="also write the per-round log <out>/<name>.log.parquet (CSV without pyarrow)")
@@ -131,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--save-every-seconds", type=_positive_float, metavar="S",
                    help="save the resume file every S seconds (default: the config's [resume], 30)")
     s.add_argument("--stop-after-chunks", type=_positive_int, help=argparse.SUPPRESS)  # test hook
+    s.add_argument("--hold-in-xla", type=_positive_float, help=argparse.SUPPRESS)  # test hook: see _hold_in_xla
 
     pl = sub.add_parser("plot", help="regret and exposure figures of a results file", epilog=_EPILOG,
                         description="Write regret.png (cumulative fairness and reward regret: mean over runs "
@@ -169,9 +181,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    import hashlib
+
     import bayesfair as bf
     from bayesfair import io, plotting
+    from bayesfair.outputs import preflight
 
+    settings = {"runs": args.runs, "horizon": args.horizon, "seed": args.seed, "c": args.c, "bayesfair": bf.__version__}
+    fp = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    pre = preflight(results=args.out / "demo.nc", resume_file=None, fingerprint=fp, config=settings,
+                    overwrite=args.overwrite)
     merit = bf.merit.exponential(args.c)
     env = bf.bernoulli_arms(DEMO_MEANS)
     policies = {
@@ -183,10 +202,12 @@ def run_demo(args: argparse.Namespace) -> int:
     }
     t0 = time.perf_counter()
     ds = bf.simulate(args.seed, env, policies, args.horizon, args.runs, merit=merit,
-                     progress=not args.no_progress, config={"job": "demo", "seed": args.seed})
+                     progress=not args.no_progress,
+                     config={"job": "demo", "seed": args.seed, "study": settings, "fingerprint": fp})
     elapsed = time.perf_counter() - t0
     out = args.out
     io.write_results(ds, out / "demo.nc")
+    pre.remove_stale(lambda m: print(m, file=sys.stderr))
     f1 = plotting.save_figure(plotting.plot_regret(ds), out / "regret.png")
     f2 = plotting.save_figure(plotting.plot_exposure(ds), out / "exposure.png")
 
@@ -259,12 +280,37 @@ def _describe_study(study: Any) -> str:
     return "\n".join(lines)
 
 
+def _hold_in_xla(seconds: float) -> None:
+    """Test hook: keep the main thread inside one XLA computation for about ``seconds`` (as a long
+    compilation does), where Python signal handlers cannot run."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    spin = jax.jit(lambda n: lax.fori_loop(0, n, lambda i, x: x * 1.0000001 + 1e-9, jnp.float32(1.0)))
+    spin(1).block_until_ready()
+    print("bayesfair: holding in XLA", file=sys.stderr, flush=True)
+    spin(int(min(seconds, 10.0) * 2e8)).block_until_ready()
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from bayesfair.config import load_config
     from bayesfair.sweep import Sweep, dask_client
 
-    obj = load_config(args.config, args.set)
+    if args.hold_in_xla:
+        _hold_in_xla(args.hold_in_xla)
+    if args.resume and args.restart:
+        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    overrides = list(args.set)  # --out and --log change the config itself: what is printed, hashed and stored
+    if args.out is not None:
+        if not str(args.out).strip():
+            raise UsageError("--out must name a folder")
+        overrides.append(f"output={json.dumps(str(args.out))}")
+    if args.log:
+        overrides.append("log.enabled=true")
+    obj = load_config(args.config, overrides)
     quiet = args.quiet
+    say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
     if isinstance(obj, Sweep):
         if args.log:
             raise UsageError("--log is for single studies, not sweeps")
@@ -282,9 +328,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                 where = args.scheduler or f"a LocalCluster of {args.workers} workers"
                 print(f"running {len(obj.points)} sweep points on Dask ({where})", file=sys.stderr)
         try:
-            res = obj.execute(args.out, progress=False if quiet else _Bar(), resume=args.resume, client=client,
-                              stop_after_chunks=args.stop_after_chunks,
-                              report=None if quiet else (lambda m: print(m, file=sys.stderr)))
+            res = obj.execute(progress=False if quiet else _Bar(), resume=args.resume, restart=args.restart,
+                              overwrite=args.overwrite, client=client, stop_after_chunks=args.stop_after_chunks,
+                              report=None if quiet else say)
         finally:
             if client is not None:
                 cluster = getattr(client, "cluster", None)
@@ -300,15 +346,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not quiet:
         print(_describe_study(obj), file=sys.stderr)
-    paths = obj.paths(args.out)
-    if args.resume and paths["resume"].exists() and not quiet:
-        print(f"resuming from {paths['resume']}", file=sys.stderr)
-    elif not args.resume and paths["resume"].exists() and not quiet:
-        print(f"note: {paths['resume']} exists; starting over (use --resume to continue it)", file=sys.stderr)
+    paths = obj.paths()
+    if args.resume and paths["resume"].exists():
+        say(f"resuming from {paths['resume']}")
     t0 = time.perf_counter()
-    res = obj.execute(args.out, progress=False if quiet else _Bar(), resume=args.resume,
-                      log=True if args.log else None, stop_after_chunks=args.stop_after_chunks,
-                      every_chunks=args.save_every_chunks, every_seconds=args.save_every_seconds)
+    res = obj.execute(progress=False if quiet else _Bar(), resume=args.resume, restart=args.restart,
+                      overwrite=args.overwrite, stop_after_chunks=args.stop_after_chunks,
+                      every_chunks=args.save_every_chunks, every_seconds=args.save_every_seconds, say=say)
     if not quiet:
         _print_tables(res.dataset)
         print(f"\nfinished in {time.perf_counter() - t0:.1f} s")
@@ -631,8 +675,99 @@ def run_list(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class _Interrupts:
+    """SIGINT/SIGTERM handling of the CLI.
+
+    The first signal raises KeyboardInterrupt in the main thread (the simulator waits on its
+    chunks interruptibly, so within ~0.05 s, or once a running compilation returns); the study
+    then saves its last chunk boundary and the command exits 130 (SIGINT) or 143 (SIGTERM). A
+    second signal ends the process at once, whatever it is doing: the handlers are reset to the
+    defaults, and a watcher thread that sees every signal through ``signal.set_wakeup_fd`` (even
+    while the main thread is inside a compilation, where Python handlers cannot run) calls
+    ``os._exit``. An atomic save cut short leaves the previous resume file intact.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+        self.pipe: tuple[int, int] | None = None
+        self.old_wakeup = -1
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                current = signal.getsignal(sig)
+                if current is signal.SIG_IGN:  # e.g. SIGINT of a background job: leave it ignored
+                    continue
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                return
+        if not self.previous:
+            return
+        import threading
+
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            self.old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(r)
+            os.close(w)
+            return
+        self.pipe = (r, w)
+        threading.Thread(target=self._watch, args=(r,), name="bayesfair-signals", daemon=True).start()
+
+    def _watch(self, fd: int) -> None:
+        seen = 0
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for byte in data:
+                if byte in (signal.SIGINT, signal.SIGTERM):
+                    seen += 1
+                    if seen >= 2:
+                        sys.stderr.write("\nbayesfair: second signal: exiting now (the last saved state is kept)\n")
+                        sys.stderr.flush()
+                        os._exit(EXIT_TERMINATED if byte == signal.SIGTERM else EXIT_INTERRUPTED)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        for sig in self.previous:
+            signal.signal(sig, signal.SIG_DFL)
+        name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+        sys.stderr.write(f"\nbayesfair: {name}: stopping and saving the last chunk boundary "
+                         "(signal again to exit at once)\n")
+        sys.stderr.flush()
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self.signum is not None:  # interrupted: keep the default handlers, a second signal ends the process
+            self.previous.clear()
+        for sig, handler in self.previous.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, TypeError):
+                pass
+        self.previous.clear()
+        if self.pipe is not None:
+            try:
+                signal.set_wakeup_fd(self.old_wakeup)
+            except ValueError:
+                pass
+            for fd in (self.pipe[1], self.pipe[0]):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.pipe = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_TERMINATED if self.signum == signal.SIGTERM else EXIT_INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -650,35 +785,39 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
 
+    from bayesfair.compat import IncompatibleError
+    from bayesfair.datasets import DatasetError
+    from bayesfair.io import ResultsFileError
+    from bayesfair.outputs import OutputError
     from bayesfair.persist import PersistError, StudyInterrupted
     from bayesfair.registry import ConfigError
+    from bayesfair.simulate import SimulationError
 
-    previous = None
-    if args.command == "simulate":
-        try:
-            previous = signal.signal(signal.SIGTERM, _sigterm)
-        except ValueError:  # not the main thread
-            previous = None
+    interrupts = _Interrupts()
+    interrupts.install()
     try:
         return handlers[args.command](args)
     except ConfigError as exc:
         print(f"bayesfair: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, PersistError, FileNotFoundError) as exc:
+    except (UsageError, PersistError, OutputError, IncompatibleError, ResultsFileError, DatasetError,
+            FileNotFoundError) as exc:
         print(f"bayesfair: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, StudyInterrupted) as exc:
         sys.stderr.write(f"\nbayesfair: interrupted{f' ({exc})' if str(exc) else ''}")
         sys.stderr.write("; continue with --resume\n" if args.command == "simulate" else "\n")
-        return EXIT_INTERRUPTED
+        return interrupts.exit_code
+    except SimulationError as exc:
+        print(f"bayesfair: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the documented exit code 1
         if os.environ.get("BAYESFAIR_DEBUG"):
             raise
         print(f"bayesfair: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        interrupts.restore()
 
 
 if __name__ == "__main__":

@@ -386,7 +386,8 @@ def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end:
         return
     run = int(bad[np.argmin(invalid[bad])])
     raise SimulationError(
-        f"policy {name!r} ({policy.name}) produced an invalid selection distribution pi_t (non-finite, negative or not summing to 1) or a non-finite reward at round "
+        f"policy {name!r} ({policy.name}) produced an invalid selection distribution pi_t (non-finite, negative "
+        "or not summing to 1) or a non-finite reward at round "
         f"{int(invalid[run]):,} of run {run} ({bad.size} run(s) affected between rounds {t0:,} and {t_end:,}). "
         "Its state became invalid: usually the environment's rewards do not fit the policy (e.g. a "
         "Beta-Bernoulli posterior fed rewards outside [0, 1]) or a parameter overflows (a merit of huge means).")

@@ -422,7 +422,8 @@ def biased_data_bandit(table: BiasedTable, *, noise_sd: float = 0.0, name: str |
         reward = value + noise_sd * jax.random.normal(ke, (n,), jnp.float32) if noise_sd > 0 else value
         return Round(Observation(t=t, contexts=X[idx]), reward, value, None)
 
-    spec = Spec(n_arms=n, group_of_arm=groups.labels, n_groups=groups.n_groups, n_features=d, reward_range=None, rewards="real")
+    spec = Spec(n_arms=n, group_of_arm=groups.labels, n_groups=groups.n_groups, n_features=d, reward_range=None,
+                rewards="real")
     cfg = {"kind": "biased_data", "n_arms": n, "n_features": d, "reference": table.reference,
            "groups": groups.describe(), "arms": list(table.arm_names), "features": list(table.feature_names),
            "noise_sd": noise_sd, "arm_mean_reward": np.asarray(arm_mean, np.float64).tolist(),

@@ -1,0 +1,374 @@
+"""Issue 15's reproductions, one regression test each: nothing hangs, nothing is lost or silently
+overwritten, and every bad input gets a clear error with the documented exit code."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesfair as bf
+from bayesfair import _random, cli, io
+from bayesfair.compat import IncompatibleError
+from bayesfair.simulate import SimulationError
+from bayesfair.types import Observation
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = """
+name = "tiny"
+seed = 3
+runs = 2
+horizon = 40
+chunk_size = 16
+checkpoints = [1, 20, 40]
+
+[merit]
+name = "exponential"
+c = 4.0
+
+[environment]
+name = "bernoulli_arms"
+means = [0.2, 0.5, 0.8]
+
+[policies.EG]
+name = "fairx_eg"
+epsilon = 0.1
+
+[resume]
+every_chunks = 1
+"""
+
+
+def _config(tmp_path, text=TINY, name="tiny.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _simulate(*args):
+    return cli.main(["simulate", *map(str, args)])
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. rewards that do not fit the policy: refused before the run; inside jit, no infinite loop
+
+
+def test_beta_bernoulli_on_gaussian_rewards_is_refused_before_the_run():
+    m = bf.merit.exponential(4.0)
+    env = bf.gaussian_arms([0.2, 0.5])
+    for pol in (bf.thompson(bf.beta_bernoulli()), bf.fairx_ts(bf.beta_bernoulli(), m)):
+        with pytest.raises(IncompatibleError, match=r"binary rewards.*gaussian_arms.*normal_inverse_gamma"):
+            bf.simulate(0, env, {"T": pol}, horizon=50, runs=1, merit=m)
+    # the Gaussian posteriors fit
+    ds = bf.simulate(0, env, {"T": bf.thompson(bf.normal_inverse_gamma())}, horizon=20, runs=1, merit=m)
+    assert np.isfinite(ds["fairness_regret"].values).all()
+
+
+@pytest.mark.parametrize("policy", ["fairx_ucb", "bf_ucb", "ucb1"])
+def test_bounded_reward_policies_refuse_unbounded_rewards(tmp_path, capsys, policy):
+    extra = {"bf_ucb": "groups_beta = [0.2, 0.2]\n", "fairx_ucb": "", "ucb1": ""}[policy]
+    text = TINY.replace('name = "bernoulli_arms"', 'name = "gaussian_arms"') \
+               .replace("means = [0.2, 0.5, 0.8]", "means = [0.2, 0.5, 0.8, 0.3]\ngroups = [0, 0, 1, 1]") \
+               .replace('name = "fairx_eg"\nepsilon = 0.1', f'name = "{policy}"\n{extra}')
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "policies.EG" in err and "gaussian_arms" in err and "unbounded" in err and "Traceback" not in err
+
+
+def test_a_policy_range_narrower_than_the_rewards_is_refused():
+    env = bf.bernoulli_arms([0.2, 0.5])
+    pol = bf.fairx_ucb(bf.merit.exponential(4.0), horizon=10, reward_range=(0.0, 0.5))
+    with pytest.raises(IncompatibleError, match=r"reward_range = \[0, 1\]"):
+        bf.simulate(0, env, {"U": pol}, horizon=10, runs=1, merit=bf.merit.exponential(4.0))
+
+
+def test_sampler_on_an_invalid_posterior_returns_nan_without_looping():
+    pol = bf.thompson(bf.beta_bernoulli())
+    state = pol.init(jax.random.key(0), bf.gaussian_arms([0.2, 0.5]).spec)
+    state = pol.update(state, Observation(jnp.int32(1)), jnp.int32(0), jnp.float32(-2.5))
+    assert float(state.alpha[0]) == -1.5
+    _, probs, info = pol.select(jax.random.key(1), state, Observation(jnp.int32(2)))
+    assert np.isnan(np.asarray(info["mu"])[0]) and np.isnan(np.asarray(probs)).all()
+    g = _random.gamma(jax.random.key(2), jnp.array([-1.5, 0.0, jnp.nan, jnp.inf, 0.2, 3.0]), allow_small=False)
+    assert np.isnan(np.asarray(g)[:5]).all() and np.isfinite(np.asarray(g)[5])
+
+
+def test_an_invalid_state_inside_a_run_is_an_error_naming_policy_run_and_round():
+    """An environment that misstates its rewards gets past the pre-run check; the NaN draws it
+    causes are reported, not played and not looped on."""
+    env = bf.gaussian_arms([0.2, 0.5])
+    liar = env._replace(spec=env.spec._replace(rewards="binary", reward_range=(0.0, 1.0)))
+    with pytest.raises(SimulationError, match=r"policy 'T' \(TS\).*at round \d+ of run \d"):
+        bf.simulate(0, liar, {"T": bf.thompson(bf.beta_bernoulli())}, horizon=200, runs=2,
+                    merit=bf.merit.exponential(4.0), chunk_size=64)
+
+
+def test_means_outside_the_merit_domain_are_refused(tmp_path, capsys):
+    m = bf.merit.exponential(4.0)
+    for mean in (5.0, 300.0):
+        with pytest.raises(IncompatibleError, match=rf"mean {mean:g} .*outside the domain \[0, 1\]"):
+            bf.simulate(0, bf.gaussian_arms([0.2, mean]), {"T": bf.thompson(bf.normal_known_variance())},
+                        horizon=10, runs=1, merit=m)
+    text = TINY.replace('name = "bernoulli_arms"', 'name = "gaussian_arms"').replace("0.8]", "5.0]")
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    assert "merit: environment gaussian_arms: arm 2 has mean 5" in capsys.readouterr().err
+    # a merit whose domain holds the means is fine
+    ok = text.replace("c = 4.0", "c = 4.0\ndomain = [0.0, 5.0]")
+    assert _simulate(_config(tmp_path, ok, "ok.toml"), "--dry-run") == 0
+
+
+def test_nan_inputs_to_public_functions_raise():
+    m = bf.merit.exponential(4.0)
+    with pytest.raises(ValueError, match=r"mu must be finite: entry \[0\] is nan"):
+        bf.fair_policy(m, [float("nan"), 0.5])
+    with pytest.raises(ValueError, match="finite"):
+        bf.fair_policy(m, jnp.array([0.1, jnp.inf]))
+    np.testing.assert_allclose(bf.fair_policy(m, [0.0, 0.0]), [0.5, 0.5])
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ('output = ""', "output: must not be empty"),
+    ("horizon = 1e15", "horizon"),
+    ("horizon = 2147483647", "horizon: out of range"),
+])
+def test_validation_gaps_are_config_errors(tmp_path, capsys, setting, message):
+    key = setting.split(" =")[0]
+    text = "\n".join(line for line in TINY.splitlines() if not line.startswith(f"{key} ="))
+    text = text.replace('name = "tiny"', f'name = "tiny"\n{setting}', 1)
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    assert message in capsys.readouterr().err
+
+
+def test_horizon_beyond_int32_rounds_is_refused_by_simulate():
+    with pytest.raises(ValueError, match="32-bit"):
+        bf.simulate(0, bf.bernoulli_arms([0.2, 0.5]), {"U": bf.uniform()}, horizon=2**31, runs=1,
+                    merit=bf.merit.exponential(1.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. no silent overwrite, no lost progress
+
+
+def test_a_different_study_does_not_replace_results(tmp_path, capsys):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path)
+    assert _simulate(cfg, "--out", out, "-q") == 0
+    assert cli.main(["report", str(out / "tiny.nc")]) == 0
+    before = (out / "tiny.nc").read_bytes()
+    capsys.readouterr()
+    other = _config(tmp_path, TINY.replace("runs = 2", "runs = 1").replace("horizon = 40", "horizon = 50"), "b.toml")
+    assert _simulate(other, "--out", out, "-q") == 2
+    err = capsys.readouterr().err
+    assert "different study" in err and "horizon: 40 -> 50" in err and "runs: 2 -> 1" in err and "--overwrite" in err
+    assert (out / "tiny.nc").read_bytes() == before and (out / "tiny.report.md").exists()
+    # the same study again is allowed (the same numbers)
+    assert _simulate(cfg, "--out", out, "-q") == 0
+    # --overwrite replaces it and removes the report and figures that described the old one
+    assert _simulate(other, "--out", out, "-q", "--overwrite") == 0
+    assert io.read_results(out / "tiny.nc").sizes["run"] == 1
+    assert not list(out.glob("tiny.report.*")) and not list(out.glob("tiny.*.png"))
+
+
+def test_resume_on_a_finished_study_with_changed_settings_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path)
+    assert _simulate(cfg, "--out", out, "-q") == 0
+    before = (out / "tiny.nc").read_bytes()
+    capsys.readouterr()
+    assert _simulate(cfg, "--out", out, "-q", "--resume", "--set", "horizon=50", "--set", "seed=4") == 2
+    err = capsys.readouterr().err
+    assert "finished study with other settings" in err and "horizon: 40 -> 50" in err and "seed: 3 -> 4" in err
+    assert (out / "tiny.nc").read_bytes() == before
+
+
+def test_saved_progress_is_not_discarded_without_restart(tmp_path, capsys):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path)
+    assert _simulate(cfg, "--out", out, "-q", "--stop-after-chunks", "2") == 130
+    saved = (out / "tiny.resume.npz").read_bytes()
+    capsys.readouterr()
+    assert _simulate(cfg, "--out", out, "-q") == 2
+    err = capsys.readouterr().err
+    assert "saved progress" in err and "EG: 32 of 40 rounds" in err and "--resume" in err and "--restart" in err
+    assert (out / "tiny.resume.npz").read_bytes() == saved
+    assert _simulate(cfg, "--out", out, "-q", "--resume", "--restart") == 2  # contradictory
+    # a resume file of a different study names the settings that differ
+    assert _simulate(cfg, "--out", out, "-q", "--resume", "--set", "runs=3") == 2
+    assert "belongs to a different study (differs in runs: 2 -> 3)" in capsys.readouterr().err
+    assert _simulate(cfg, "--out", out, "--restart") == 0
+    assert "discarded the saved progress" in capsys.readouterr().err
+    assert not (out / "tiny.resume.npz").exists() and (out / "tiny.nc").exists()
+
+
+def test_unwritable_output_folder_is_found_before_the_first_round(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    t0 = time.perf_counter()
+    assert _simulate(_config(tmp_path), "--out", blocker / "sub", "-q") == 2
+    err = capsys.readouterr().err
+    assert "cannot write into the output folder" in err and str(blocker / "sub") in err and ".tmp" not in err
+    assert time.perf_counter() - t0 < 60  # refused up front (a generous bound, not a timing test)
+
+
+def test_stale_report_without_results_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tiny.report.md").write_text("# an old report")
+    assert _simulate(_config(tmp_path), "--out", out, "-q") == 2
+    assert "report/figures of an earlier study" in capsys.readouterr().err
+    assert _simulate(_config(tmp_path), "--out", out, "-q", "--overwrite") == 0
+    assert not (out / "tiny.report.md").exists()
+
+
+def test_demo_refuses_to_replace_a_demo_with_other_settings(tmp_path, capsys):
+    args = ["demo", "--runs", "2", "--horizon", "50", "--out", str(tmp_path), "--no-progress"]
+    assert cli.main(args) == 0
+    assert cli.main(args) == 0  # the same demo again
+    capsys.readouterr()
+    assert cli.main([*args[:4], "60", *args[5:]]) == 2
+    assert "horizon: 50 -> 60" in capsys.readouterr().err
+    assert cli.main([*args[:4], "60", *args[5:], "--overwrite"]) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the stored config is what ran
+
+
+def test_out_and_log_are_in_the_printed_hashed_and_stored_config(tmp_path, capsys):
+    out = tmp_path / "elsewhere"
+    assert _simulate(_config(tmp_path), "--out", out, "--log") == 0
+    err = capsys.readouterr().err
+    assert f"output {out}" in err
+    cfg = json.loads(io.read_results(out / "tiny.nc").attrs["config"])
+    assert cfg["study"]["output"] == str(out) and cfg["study"]["log"]["enabled"] is True
+    assert list(out.glob("tiny.log.*"))
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. unclear errors become clear ones with exit code 2
+
+
+def test_binary_config_is_a_config_error(tmp_path, capsys):
+    path = tmp_path / "bin.toml"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert _simulate(path) == 2
+    err = capsys.readouterr().err
+    assert "not a UTF-8 text file" in err and "UnicodeDecodeError" not in err
+
+
+def test_import_path_to_a_non_constructor_is_a_config_error(tmp_path, capsys):
+    text = TINY.replace('name = "fairx_eg"\nepsilon = 0.1', 'name = "os:getcwd"')
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "os:getcwd returned a str, not a bayesfair Policy" in err and "AttributeError" not in err
+
+
+def test_foreign_netcdf_is_refused_with_exit_2(tmp_path, capsys):
+    import xarray as xr
+
+    path = tmp_path / "foreign.nc"
+    xr.Dataset({"x": ("t", np.arange(3.0))}).to_netcdf(path, engine="h5netcdf")
+    for command in ("plot", "report"):
+        assert cli.main([command, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "not a bayesfair results file" in err and "KeyError" not in err
+
+
+def test_corrupted_data_file_exits_2_like_a_missing_one(tmp_path, monkeypatch, capsys):
+    data = ROOT.parent / "shared" / "data"
+    copy = tmp_path / "data"
+    shutil.copytree(data / "yeast", copy / "yeast")
+    for target in (copy / "yeast").glob("*.arff"):
+        target.chmod(0o644)
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        target.write_bytes(bytes(raw))
+    monkeypatch.setenv("BAYESFAIR_DATA", str(copy))
+    text = TINY.replace('[environment]\nname = "bernoulli_arms"\nmeans = [0.2, 0.5, 0.8]',
+                        '[environment]\nname = "yeast_bandit"')
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "checksum" in err.lower() and "Traceback" not in err
+    shutil.rmtree(copy / "yeast")
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. interrupts: a real signal to a real process
+
+
+LONG = TINY.replace("runs = 2", "runs = 64").replace("horizon = 40", "horizon = 3000000") \
+           .replace("chunk_size = 16", "chunk_size = 2048").replace("checkpoints = [1, 20, 40]", "checkpoints = 10")
+
+
+def _start(tmp_path, text=LONG, quiet=True):
+    cfg = _config(tmp_path, text, "long.toml")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "bayesfair.cli", "simulate", str(cfg), "--out", str(out)] + (["-q"] if quiet else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return proc, out
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_a_running_study_saves_it_and_exits_with_its_code(tmp_path, sig, code):
+    proc, out = _start(tmp_path)
+    deadline = time.time() + 240
+    while not (out / "tiny.resume.npz").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "continue with --resume" in err and "Traceback" not in err
+    from bayesfair.persist import describe_resume
+
+    fp, study, text = describe_resume(out / "tiny.resume.npz")
+    assert study["horizon"] == 3_000_000 and "EG:" in text
+    assert not (out / "tiny.nc").exists()
+    assert not [p for p in os.listdir(out) if p.startswith(".")]  # no temp files left
+
+
+def test_a_second_signal_exits_at_once_even_inside_xla(tmp_path):
+    """Both signals arrive while the main thread is inside one XLA call (as during a long
+    compilation; the hidden --hold-in-xla hook spins ~6 s), where no Python handler runs: only
+    the watcher thread can end the process, and it does at the second signal."""
+    import threading
+
+    cfg = _config(tmp_path)
+    cmd = [sys.executable, "-m", "bayesfair.cli", "simulate", str(cfg), "--out", str(tmp_path / "out"), "-q",
+           "--hold-in-xla", "6"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    holding = threading.Event()
+    lines: list[str] = []
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if "holding in XLA" in line:
+                holding.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert holding.wait(240), "".join(lines)
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(10)
+    err = "".join(lines)
+    # ended by the second signal (the watcher's exit 130), not by finishing the first one's save
+    assert proc.returncode == 130 and "second signal: exiting now" in err, err
+    assert "continue with --resume" not in err and "Traceback" not in err
