@@ -232,11 +232,12 @@ def test_stale_report_without_results_is_refused(tmp_path, capsys):
 def test_demo_refuses_to_replace_a_demo_with_other_settings(tmp_path, capsys):
     args = ["demo", "--runs", "2", "--horizon", "50", "--out", str(tmp_path), "--no-progress"]
     assert cli.main(args) == 0
-    assert cli.main(args) == 0  # the same demo again
+    before = (tmp_path / "demo.nc").read_bytes()
     capsys.readouterr()
-    assert cli.main([*args[:4], "60", *args[5:]]) == 2
-    assert "horizon: 50 -> 60" in capsys.readouterr().err
-    assert cli.main([*args[:4], "60", *args[5:], "--overwrite"]) == 0
+    assert cli.main([*args[:4], "60", *args[5:]]) == 2  # refused before any simulation
+    err = capsys.readouterr().err
+    assert "horizon: 50 -> 60" in err and "--overwrite" in err
+    assert (tmp_path / "demo.nc").read_bytes() == before
 
 
 # ---------------------------------------------------------------------------------------------
