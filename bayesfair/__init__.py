@@ -45,7 +45,9 @@ from bayesfair.environments import (  # noqa: E402
     yeast_bandit,
 )
 from bayesfair.groups import Groups  # noqa: E402
-from bayesfair.io import read_results, tidy, write_results  # noqa: E402
+from bayesfair.io import ResultsFileError, read_results, tidy, write_results  # noqa: E402
+from bayesfair.compat import IncompatibleError  # noqa: E402
+from bayesfair.outputs import OutputError  # noqa: E402
 from bayesfair.merit import Merit, fair_policy  # noqa: E402
 from bayesfair.policies import (  # noqa: E402
     Policy,
@@ -88,7 +90,7 @@ from bayesfair.posteriors import (  # noqa: E402
     normal_inverse_gamma,
     normal_known_variance,
 )
-from bayesfair.simulate import checkpoint_grid, simulate  # noqa: E402
+from bayesfair.simulate import SimulationError, checkpoint_grid, simulate  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -149,6 +151,10 @@ __all__ = [
     "simulate",
     "checkpoint_grid",
     "read_results",
+    "ResultsFileError",
+    "IncompatibleError",
+    "OutputError",
+    "SimulationError",
     "write_results",
     "tidy",
 ]
