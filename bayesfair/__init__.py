@@ -30,6 +30,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     set_host_devices(int(os.environ.get("BAYESFAIR_HOST_DEVICES", os.cpu_count() or 1)))
 
 from bayesfair import merit  # noqa: E402
+from bayesfair.compat import IncompatibleError  # noqa: E402
 from bayesfair.environments import (  # noqa: E402
     UniformMeans,
     bernoulli_arms,
@@ -46,9 +47,8 @@ from bayesfair.environments import (  # noqa: E402
 )
 from bayesfair.groups import Groups  # noqa: E402
 from bayesfair.io import ResultsFileError, read_results, tidy, write_results  # noqa: E402
-from bayesfair.compat import IncompatibleError  # noqa: E402
-from bayesfair.outputs import OutputError  # noqa: E402
 from bayesfair.merit import Merit, fair_policy  # noqa: E402
+from bayesfair.outputs import OutputError  # noqa: E402
 from bayesfair.policies import (  # noqa: E402
     Policy,
     bf_ts,
