@@ -63,6 +63,9 @@ class Merit:
                 "domain": list(self.domain), **self.params}
 
 
+_LOG_FLOAT_MAX = math.log(np.finfo(np.float64).max)  # ~709.78: math.exp overflows above
+
+
 def _domain(domain: Any) -> tuple[float, float]:
     try:
         lo, hi = domain
@@ -106,6 +109,11 @@ def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
     if c <= 0:
         raise ValueError(f"c must be > 0 (the merit must increase with the mean), got {c}")
     lo, hi = _domain(domain)
+    if c * hi + math.log(c) > _LOG_FLOAT_MAX:  # L = c exp(c high) must be a finite float
+        raise ValueError(f"c and domain[1] too large: the Lipschitz constant c exp(c high) overflows a float "
+                         f"(allowed c * high + ln c <= {_LOG_FLOAT_MAX:.2f}); got c = {c:g}, "
+                         f"domain = [{lo:g}, {hi:g}], c * high + ln c = {c * hi + math.log(c):.4g}; use a smaller c "
+                         f"or a narrower domain")
     return Merit(
         fn=lambda mu: jnp.exp(c * mu),
         log_fn=lambda mu: c * mu,

@@ -10,9 +10,12 @@ Schemas
 The parameter list of an entry is read from the constructor's signature, so it never drifts from
 the code: every keyword of the constructor is a config key, required when it has no default. The
 kind of value and the allowed range come from a table keyed by parameter name (``epsilon`` in
-[0, 1], ``delta`` in (0, 1), ``steps`` an integer >= 0, ``start`` one of ``upper``/``center``,
+[0, 1], ``delta`` in (0, 1), ``steps`` an integer in [0, 1000], ``start`` one of ``upper``/``center``,
 ``merit`` a merit table, ``posterior`` a posterior table, ...), with per-entry overrides; a
-parameter the table does not know is typed by its default value.
+parameter the table does not know is typed by its default value. Every real number must also
+fit the float32 simulator: a magnitude of at most 1e15, and a positive parameter (range (0, ...))
+at least 1e-15 (:data:`REAL_MAX`, :data:`REAL_MIN`); sizes are bounded too (``n_arms`` and
+``n_candidates`` <= 10,000, ``n_features`` and ``n_rff`` <= 1,000, ``steps`` <= 1,000).
 
 Three parameters take their default from the study when the config leaves them out:
 ``merit`` (the study's ``[merit]``), ``groups_beta`` (the study's ``group_floors``) and ``horizon``
@@ -162,7 +165,7 @@ _BY_NAME: dict[str, dict[str, Any]] = {
     "epsilon": {"kind": "float", "low": 0.0, "high": 1.0},
     "delta": {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
     "learning_rate": {"kind": "float", **_POS},
-    "steps": {"kind": "int", "low": 0},
+    "steps": {"kind": "int", "low": 0, "high": 1000},  # per round (the papers use 10); 1e6 ran for hours
     "start": {"kind": "str", "choices": ("upper", "center")},
     "w0": {"kind": "float", **_POS},
     "horizon": {"kind": "int", "low": 1},
@@ -184,9 +187,11 @@ _BY_NAME: dict[str, dict[str, Any]] = {
     "a0": {"kind": "float", **_POS},
     "b0": {"kind": "float", **_POS},
     "cholesky": {"kind": "str", "choices": ("refresh", "rank_one")},
-    "n_arms": {"kind": "int", "low": 1},
-    "n_features": {"kind": "int", "low": 1},
-    "n_rff": {"kind": "int", "low": 1},
+    # sizes: arrays of n_arms x n_features per run and round, d x d per policy and run; 2**31 arms
+    # or features asked numpy/XLA for 8-48 GB (MemoryError, exit 1) while building the study
+    "n_arms": {"kind": "int", "low": 1, "high": 10_000},
+    "n_features": {"kind": "int", "low": 1, "high": 1_000},
+    "n_rff": {"kind": "int", "low": 1, "high": 1_000},
     "theta": {"kind": "floats"},
     "theta_scale": {"kind": "float", **_POS},
     "context_scale": {"kind": "float", **_POS},
@@ -493,6 +498,21 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# Real numbers of a config are used in float32 inside the simulator: a magnitude above 1e15 (a
+# square above float32's range) or a positive parameter below 1e-15 overflowed or underflowed
+# there, e.g. a0 = 1e300 became inf and prior_var = 1e-300 became 0, and the study failed with NaN.
+REAL_MIN, REAL_MAX = 1e-15, 1e15
+
+
+def _check_magnitude(p: Param, v: float, path: str, value: Any) -> None:
+    if abs(v) > REAL_MAX:
+        raise ConfigError(path, f"out of range: allowed {p.allowed()} of magnitude at most {REAL_MAX:g} (the simulator "
+                                f"computes in float32), got {_fmt(value)}")
+    if p.low == 0 and p.low_open and 0 < v < REAL_MIN:
+        raise ConfigError(path, f"out of range: allowed {p.allowed()}, at least {REAL_MIN:g} (smaller positive values "
+                                f"underflow in the float32 simulator), got {_fmt(value)}")
+
+
 def _check_range(p: Param, v: float, path: str, value: Any) -> None:
     if isinstance(v, float) and not math.isfinite(v):
         raise ConfigError(path, f"must be finite; allowed: {p.allowed()}; got {_fmt(value)}")
@@ -531,6 +551,7 @@ def check_value(p: Param, value: Any, path: str) -> Any:
         if not _is_number(value):
             raise wrong()
         _check_range(p, float(value), path, value)
+        _check_magnitude(p, float(value), path, value)
         return float(value)
     if k == "str":
         if not isinstance(value, str):
@@ -555,11 +576,13 @@ def check_value(p: Param, value: Any, path: str) -> Any:
             if not _is_number(v):
                 raise ConfigError(f"{path}[{i}]", f"wrong type: expected a number, got {_fmt(v)}")
             _check_range(p, float(v), f"{path}[{i}]", v)
+            if k != "ints":
+                _check_magnitude(p, float(v), f"{path}[{i}]", v)
             out.append(v if k == "ints" else float(v))
         return out
     if k == "float_or_floats":
         if _is_number(value):
-            return float(value)
+            return check_value(replace(p, kind="float"), value, path)
         return check_value(replace(p, kind="floats"), value, path)
     if k == "float_or_str":
         if isinstance(value, str):
@@ -805,7 +828,10 @@ def _register_defaults() -> None:
     register_module(P, "bayesfair.policies.biased")
     register(E, "bernoulli_arms", bernoulli_arms)
     register(E, "gaussian_arms", gaussian_arms)
-    register(E, "linear_bandit", linear_bandit)
+    # contexts of norm above ~100 (|x|^2 = 1e4 against a ridge of 0.1) leave the ridge precision
+    # lam I + sum x x' singular in float32: LinUCB/LinTS/OFUL failed with NaN at context_scale = 1e3
+    register(E, "linear_bandit", linear_bandit, overrides={
+        "context_scale": {"kind": "float", "low": 0.0, "low_open": True, "high": 100.0}})
     register(E, "yeast_bandit", yeast_bandit, overrides={
         "mode": {"choices": ("mab", "linear")}, "split": {"choices": ("all", "train", "test")},
         "part": {"kind": "str", "choices": ("all", "validation", "test")},
@@ -817,6 +843,7 @@ def _register_defaults() -> None:
     bp, be = "bayesfair.policies.biased", "bayesfair.environments.biased"
     unit_open = {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True}  # (0, 1]
     pos_int, nonneg_int, nonneg = {"kind": "int", "low": 1}, {"kind": "int", "low": 0}, {"kind": "float", "low": 0.0}
+    candidates = {"kind": "int", "low": 1, "high": 10_000}  # as n_arms
     for name in ("fair_greedy", "fair_greedy_multigroup"):
         register(P, name, f"{gmp}:{name}", overrides={"rho": unit_open, "block": pos_int})
     for name in ("oful", "greedy", "uniform_random"):
@@ -832,9 +859,10 @@ def _register_defaults() -> None:
              "bias_step": {"kind": "float"}, "bias_weight": {"kind": "float"}, "cdf_seed": nonneg_int}
     register(E, "gmf_synthetic", f"{gme}:gmf_synthetic", overrides=block)
     register(E, "gmf_multigroup", f"{gme}:gmf_multigroup",
-             overrides={**block, "n_candidates": pos_int, "proportions": {"kind": "floats", "low": 0.0, "high": 1.0}})
+             overrides={**block, "n_candidates": candidates,
+                        "proportions": {"kind": "floats", "low": 0.0, "high": 1.0}})
     register(E, "gmf_adult", f"{gme}:gmf_adult", hidden=("df",), overrides={
-        "n_candidates": pos_int, "group": {"kind": "str", "choices": ("race", "sex")},
+        "n_candidates": candidates, "group": {"kind": "str", "choices": ("race", "sex")},
         "split": {"choices": ("all", "train", "test")}, "min_group_size": pos_int})
     register(E, "synthetic_biased", f"{be}:synthetic_biased", hidden=("name",), overrides={
         "n_arms": {"kind": "int", "low": 4}, "n_sensitive": {"kind": "int", "low": 2}, "bias_mean": nonneg,

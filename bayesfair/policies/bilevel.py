@@ -68,7 +68,7 @@ from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
-from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb
+from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb, run_ascent
 from bayesfair.posteriors.base import Posterior
 from bayesfair.types import Observation, Spec
 
@@ -357,9 +357,7 @@ def _optimistic_estimate(merit: Merit, delta: float, lo: float, hi: float, lr: f
 
         grad = jax.grad(objective)
         mu = high if start == "upper" else jnp.clip(mu_hat, low, high)
-        for _ in range(steps):
-            mu = jnp.clip(mu + lr * grad(mu), low, high)
-        return mu
+        return run_ascent(lambda m: jnp.clip(m + lr * grad(m), low, high), mu, steps)
 
     return estimate
 

@@ -79,6 +79,23 @@ def check_ascent(learning_rate: Any, steps: Any, start: Any) -> tuple[float, int
     return lr, steps
 
 
+UNROLL_STEPS = 32  # ascent steps traced one by one (the default 10: unchanged numbers)
+
+
+def run_ascent(step: Any, x: Any, steps: int) -> Any:
+    """``steps`` applications of ``step`` to ``x`` (the projected gradient-ascent loop).
+
+    Up to :data:`UNROLL_STEPS` steps are unrolled at trace time, as before; more run in a
+    ``lax.fori_loop``: the unrolled program grows with every step, and 1,000 unrolled steps took
+    XLA over five minutes to compile (a study that seemed to hang, not interruptible by Ctrl-C).
+    """
+    if steps <= UNROLL_STEPS:
+        for _ in range(steps):
+            x = step(x)
+        return x
+    return jax.lax.fori_loop(0, steps, lambda i, v: step(v), x)
+
+
 class UCBState(NamedTuple):
     """FairX-UCB state: the counts, and w0 (fixed at init from T, K and delta)."""
 
@@ -154,9 +171,7 @@ def fairx_ucb(
         low = jnp.where(n > 0, jnp.maximum(lo, mu_hat - w), lo)
         high = jnp.where(n > 0, jnp.minimum(hi, mu_hat + w), hi)
         mu = high if start == "upper" else jnp.clip(mu_hat, low, high)
-        for _ in range(steps):
-            mu = jnp.clip(mu + lr * grad(mu), low, high)
-        return mu
+        return run_ascent(lambda m: jnp.clip(m + lr * grad(m), low, high), mu, steps)
 
     def select(key: jax.Array, state: UCBState, obs: Observation):
         mu = optimistic_mu(state)

@@ -35,7 +35,7 @@ from bayesfair._validate import finite_float, float_in
 from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
-from bayesfair.policies.fairx import check_ascent
+from bayesfair.policies.fairx import check_ascent, run_ascent
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
 from bayesfair.types import Observation, Spec
 
@@ -358,9 +358,11 @@ def fairx_linucb(
             gq = eigvecs.T @ grad(theta_hat)
             norm = jnp.sqrt(jnp.sum(gq * gq / eigvals))
             w = jnp.where(norm > 0, radius * (gq / eigvals) / jnp.where(norm > 0, norm, 1.0), 0.0)
-        for _ in range(steps):
+        def step(w):
             gw = eigvecs.T @ grad(theta_hat + eigvecs @ w)
-            w = _project_axis(w + lr * gw, eigvals, radius, 60)
+            return _project_axis(w + lr * gw, eigvals, radius, 60)
+
+        w = run_ascent(step, w, steps)
         return theta_hat + eigvecs @ w, radius
 
     def init(key: jax.Array, spec: Spec) -> LinearState:

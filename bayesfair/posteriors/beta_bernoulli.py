@@ -13,6 +13,8 @@ from bayesfair.posteriors.base import Posterior
 
 __all__ = ["BetaState", "beta_bernoulli"]
 
+MIN_SHAPE = 1e-30  # smallest prior shape: log(U) / a must stay a finite float32 (log U >= -87.4)
+
 
 class BetaState(NamedTuple):
     """Posterior Beta(alpha, beta) per arm, ``[K]`` each."""
@@ -30,12 +32,17 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
     Parameters
     ----------
     a0, b0 : float
-        Prior Beta parameters, > 0.
+        Prior Beta parameters, >= 1e-30 (:data:`MIN_SHAPE`). Shapes below 1 are exact too: where
+        both gamma draws of X / (X + Y) underflow to 0 (Beta(0.01, 0.01) did in ~18% of draws,
+        giving NaN), the ratio is taken in log space.
     """
     a0 = finite_float("a0", a0)
     b0 = finite_float("b0", b0)
     if a0 <= 0 or b0 <= 0:
         raise ValueError(f"a0 and b0 must be > 0, got a0={a0}, b0={b0}")
+    if min(a0, b0) < MIN_SHAPE:
+        raise ValueError(f"a0 and b0 must be >= {MIN_SHAPE:g} (smaller Beta shapes underflow the float32 sampler), "
+                         f"got a0={a0:g}, b0={b0:g}")
     # Counts only add to the prior, so with a0, b0 >= 1 every shape stays >= 1 (static choice).
     allow_small = min(a0, b0) < 1.0
 
@@ -48,7 +55,9 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
         return BetaState(state.alpha + hit * r, state.beta + hit * (1.0 - r))
 
     def sample(key: jax.Array, state: BetaState) -> jax.Array:
-        return _random.beta(key, state.alpha, state.beta, allow_small=allow_small)
+        if not allow_small:
+            return _random.beta(key, state.alpha, state.beta, allow_small=False)
+        return _beta_small_shapes(key, state.alpha, state.beta)
 
     def mean(state: BetaState) -> jax.Array:
         return state.alpha / (state.alpha + state.beta)
@@ -68,3 +77,25 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
 
     return Posterior("beta_bernoulli", init, update, sample, mean, variance, model, {"a0": a0, "b0": b0},
                      rewards="binary")
+
+
+def _beta_small_shapes(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
+    """``_random.beta(key, a, b, allow_small=True)``, bit for bit, except where both gamma draws
+    underflow to 0 (0 / 0 = NaN): there X / (X + Y) = sigmoid(log X - log Y) in log space.
+
+    The same keys and operations as :func:`bayesfair._random.gamma`: X = G * U**(1/a) with
+    G ~ Gamma(a + 1) for a < 1 (the boost), G ~ Gamma(a) otherwise; log X = log G + log(U) / a.
+    """
+    a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+    shape = jnp.stack([a, b])
+    small = shape < 1.0
+    invalid = ~(shape > 0.0) | ~jnp.isfinite(shape)
+    base = _random.gamma(key, jnp.where(invalid, 1.0, jnp.where(small, shape + 1.0, shape)), allow_small=False)
+    base = jnp.where(invalid, jnp.nan, base)
+    k_boost = jax.random.split(key, 3)[2]
+    u = jax.random.uniform(k_boost, shape.shape, base.dtype, minval=jnp.finfo(base.dtype).tiny)
+    g = jnp.where(small, base * u ** (1.0 / shape), base)
+    ratio = g[0] / (g[0] + g[1])
+    log_g = jnp.log(base) + jnp.where(small, jnp.log(u) / jnp.where(small, shape, 1.0), 0.0)
+    underflow = (g[0] + g[1] == 0.0) & jnp.isfinite(log_g[0]) & jnp.isfinite(log_g[1])
+    return jnp.where(underflow, jax.nn.sigmoid(log_g[0] - log_g[1]), ratio)

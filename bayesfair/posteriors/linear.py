@@ -204,12 +204,26 @@ def _add(total: jax.Array, err: jax.Array, term: jax.Array) -> tuple[jax.Array, 
     return new, err + lost
 
 
-def _rank_one(mode: str, state, x: jax.Array, y: jax.Array) -> tuple[jax.Array, ...]:
-    """Lambda += x x', eta += x y (compensated), and the new Cholesky factor of Lambda."""
+# A prior precision below this (relative to unit contexts) is guarded against a singular refresh;
+# the defaults (ridge lam 0.1 or 1, prior_var = noise_var = 1, kappa0 = 1) are not
+_GUARD_BELOW = 0.1
+
+
+def _rank_one(mode: str, state, x: jax.Array, y: jax.Array, guard: bool = False) -> tuple[jax.Array, ...]:
+    """Lambda += x x', eta += x y (compensated), and the new Cholesky factor of Lambda.
+
+    ``guard`` (static; set when the prior precision is below ``_GUARD_BELOW``): Lambda is positive
+    definite, but a prior precision below float32's resolution of the data term (a ridge lam = 1e-8
+    next to |x|^2 = 1) leaves it singular once rounded, and LAPACK returned NaN (LinUCB, OFUL,
+    Greedy, FairX-LinEG failed at lam <= 1e-8); the rotated factor of the same matrix (the old
+    factor plus x x') is finite and is used instead. Unguarded, nothing is added to the round.
+    """
     precision, precision_err = _add(state.precision, state.precision_err, jnp.outer(x, x))
     eta, eta_err = _add(state.eta, state.eta_err, x * y)
     if mode == "refresh":
         chol = jnp.linalg.cholesky(precision + precision_err)
+        if guard:
+            chol = jnp.where(jnp.all(jnp.isfinite(chol)), chol, chol_rank_one_update(state.chol, x))
     else:
         chol = chol_rank_one_update(state.chol, x)
     return precision, precision_err, chol, eta, eta_err
@@ -291,6 +305,7 @@ def linear_known_variance(
         raise ValueError(f"noise_var must be > 0, got {s2}")
     mode = _check_cholesky(cholesky)
     inv_s = float(1.0 / np.sqrt(s2))
+    guard = s2 / v0 < _GUARD_BELOW  # prior precision 1/v0 against a unit context's x x' / s2
 
     def init(n_features: int) -> LinearState:
         d = positive_int("n_features", n_features)
@@ -301,7 +316,7 @@ def linear_known_variance(
     def update(state: LinearState, x: jax.Array, y: jax.Array) -> LinearState:
         xs = jnp.asarray(x, jnp.float32) * inv_s
         ys = jnp.asarray(y, jnp.float32) * inv_s
-        return LinearState(*_rank_one(mode, state, xs, ys))
+        return LinearState(*_rank_one(mode, state, xs, ys, guard))
 
     mean = _mean_fn(mode)
 
@@ -385,11 +400,13 @@ def linear_normal_inverse_gamma(
         b = state.b + 0.5 * resid * resid / (1.0 + jnp.dot(u, u))
         count = state.count + 1
         a = a0 + 0.5 * count.astype(jnp.float32)
-        return LinearNIGState(*_rank_one(mode, state, x, y), count, a, b)
+        return LinearNIGState(*_rank_one(mode, state, x, y, kappa0 < _GUARD_BELOW), count, a, b)
 
     def sample(key: jax.Array, state: LinearNIGState) -> jax.Array:
         kg, kz = jax.random.split(key)
-        s2 = state.b / _random.gamma(kg, state.a, allow_small=allow_small)
+        # capped at the largest float32: a shape a0 < 1 can draw a gamma below the float32 range
+        # (0), which made s2 inf and the draw inf/NaN (as in normal_inverse_gamma)
+        s2 = jnp.minimum(state.b / _random.gamma(kg, state.a, allow_small=allow_small), jnp.finfo(jnp.float32).max)
         return _draw(mode, mean, state, jnp.sqrt(s2) * jax.random.normal(kz, state.eta.shape))
 
     def _scale(state: LinearNIGState) -> jax.Array:

@@ -57,7 +57,10 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
     def sample(key: jax.Array, state: NIGState) -> jax.Array:
         kg, kz = jax.random.split(key)
         g = _random.gamma(kg, state.a, allow_small=allow_small)
-        sigma2 = state.b / g
+        # A shape a < 1 can draw g below the float32 range (0; a0 = 0.01 did in about a third of
+        # draws): sigma^2 = b / g is then capped at the largest float32 instead of inf, which
+        # made the draw inf/NaN. NaN (an invalid shape) stays NaN.
+        sigma2 = jnp.minimum(state.b / g, jnp.finfo(jnp.float32).max)
         z = jax.random.normal(kz, state.m.shape)
         return state.m + z * jnp.sqrt(sigma2 / state.kappa)
 
