@@ -75,8 +75,8 @@ class UniformDraw:
     high: Any
 
     def bounds(self, d: int, what: str) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.atleast_1d(finite_array(f"{what}.low", self.low))
-        hi = np.atleast_1d(finite_array(f"{what}.high", self.high))
+        lo = _bounded(f"{what}.low", np.atleast_1d(finite_array(f"{what}.low", self.low)))
+        hi = _bounded(f"{what}.high", np.atleast_1d(finite_array(f"{what}.high", self.high)))
         for field, arr in ((f"{what}.low", lo), (f"{what}.high", hi)):
             if arr.ndim != 1 or arr.size not in (1, d):
                 raise ValueError(f"{field} must be a scalar or have one value per feature ({d}), got shape {arr.shape}")
@@ -111,11 +111,21 @@ def _groups(labels: np.ndarray, m: int, names: Any) -> Groups:
     return Groups.from_labels(labels, names)
 
 
+_MAX_MAGNITUDE = 1e15  # of a coefficient: contexts and rewards are float32 (1e300 became inf: NaN rewards)
+
+
+def _bounded(name: str, arr: np.ndarray) -> np.ndarray:
+    if arr.size and np.abs(arr).max() > _MAX_MAGNITUDE:
+        raise ValueError(f"{name} must have magnitudes <= {_MAX_MAGNITUDE:g} (contexts and rewards are float32), "
+                         f"got {np.abs(arr).max():g}")
+    return arr
+
+
 def _coefficients(value: Any, shape: tuple[int, int], what: str) -> tuple[np.ndarray | None, tuple | None]:
     """A fixed array of the given shape or a UniformDraw; returns (fixed, (low, high))."""
     if isinstance(value, UniformDraw):
         return None, value.bounds(shape[1], what)
-    arr = finite_array(what, value)
+    arr = _bounded(what, finite_array(what, value))
     if arr.shape != shape:
         raise ValueError(f"{what} must have shape {shape} ([rows, n_features]), got {arr.shape}")
     return arr, None
@@ -170,7 +180,7 @@ def biased_linear_bandit(
     if isinstance(psi, UniformDraw):
         psi_fixed, psi_bounds = None, psi.bounds(d, "psi")
     else:
-        arr = finite_array("psi", psi)
+        arr = _bounded("psi", finite_array("psi", psi))
         if arr.ndim == 1 and m == 2:
             if arr.shape[0] != d:
                 raise ValueError(f"psi (the bias of the non-reference group) must have n_features={d} entries, "

@@ -74,6 +74,7 @@ PAPER_GROUP_WEIGHTS = ((4.0, 3.0, 7.0, 0.0), (8.0, 0.0, 0.0, 0.0), (5.0, 5.0, 0.
 _GRID = 2 ** 14  # intervals of the tabulated analytic CDF
 _MAX_EXACT_TERMS = 12  # up to 2^12 inclusion-exclusion terms; beyond, a sampled table
 _MC_DRAWS = 2 ** 20  # draws of a sampled CDF table (> 1e6)
+_MAX_MAGNITUDE = 1e15  # of a weight: contexts and rewards are float32 (1e300 became inf: NaN rewards)
 _ADULT_NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 _ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship", "race", "sex")
 
@@ -281,6 +282,11 @@ def _block_design(group_weights: Any, theta: Any, n_groups: int | None, block_si
         if block_size is not None and weights.shape[1] != positive_int("block_size", block_size):
             raise ValueError(f"group_weights has {weights.shape[1]} columns but block_size is {block_size}")
         bw = finite_float("bias_weight", bias_weight)
+    for name, big in (("theta" if theta is not None else "group_weights", float(np.abs(weights).max())),
+                      ("theta" if theta is not None else "bias_weight", abs(bw)), ("bias_step", abs(bias_step))):
+        if big > _MAX_MAGNITUDE:
+            raise ValueError(f"{name} must have magnitudes <= {_MAX_MAGNITUDE:g} (contexts and rewards are "
+                             f"float32), got {big:g}")
     constant = np.flatnonzero(np.all(weights == 0, axis=1))
     if constant.size:
         raise ValueError(f"group {int(constant[0])} has all-zero weights: its reward is a constant, so its relative "
@@ -493,6 +499,10 @@ def gmf_population(
     x = finite_array("features", features, ndim=2)
     n, d = x.shape
     mean = finite_array("mean_reward", mean_reward, ndim=1, size=n)
+    for name, arr in (("features", x), ("mean_reward", mean)):
+        if np.abs(arr).max() > _MAX_MAGNITUDE:
+            raise ValueError(f"{name} must have magnitudes <= {_MAX_MAGNITUDE:g} (contexts and rewards are float32), "
+                             f"got {np.abs(arr).max():g}")
     lab = np.asarray(groups)
     if lab.shape != (n,):
         raise ValueError(f"groups must have one label per row of features ({n}), got shape {lab.shape}")

@@ -501,6 +501,8 @@ def group_fair_ts(
         raise ValueError(f"reference must be a non-negative group index, got {reference!r}")
     reference = int(reference)
     psi_true = None if true_psi is None else finite_array("true_psi", true_psi, ndim=2)
+    if psi_true is not None and np.abs(psi_true).max() > 1e15:  # float32 inside: 1e300 became inf
+        raise ValueError(f"true_psi must have magnitudes <= 1e15, got {np.abs(psi_true).max():g}")
     if method not in ("auto", "joint", "collapsed"):
         raise ValueError(f"method must be 'auto', 'joint' or 'collapsed', got {method!r}")
     name = "GroupFair-TS"
