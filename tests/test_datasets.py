@@ -169,7 +169,7 @@ def test_verification_is_cached_by_path_size_and_mtime(cache, monkeypatch):
         raise AssertionError("hashed again")
 
     with monkeypatch.context() as m:
-        m.setattr(ds, "_sha256_file", no_hashing)
+        m.setattr(ds._files, "_sha256_file", no_hashing)
         assert ds.path("german_credit") == dest  # remembered
     data = bytearray(dest.read_bytes())
     data[100] ^= 0xFF
@@ -345,7 +345,7 @@ def test_download_gzip_transform(cache, server, monkeypatch):
     register(monkeypatch, "toy", f)
     p = ds.path("toy", download=True)
     assert gzip.decompress(p.read_bytes()) == content and leftovers(p.parent) == ["t.csv.gz"]
-    ds._VERIFIED.clear()
+    ds._files._VERIFIED.clear()
     assert ds.path("toy") == p  # verifies again from scratch through the content checksum
     p.unlink()
     register(monkeypatch, "toy", dataclasses.replace(f, content_sha256="1" * 64))
@@ -510,7 +510,7 @@ def test_arff_reader_handles_quoting_nominals_and_missing(tmp_path):
     p = tmp_path / "t.arff"
     p.write_text("% comment\n@RELATION t\n@attribute 'a b' NUMERIC\n@attribute c {x,'y z'}\n@attribute d {0,1}\n"
                  "@attribute e string\n@data\n% row comment\n1.5, x, 1, hello\n?, 'y z', 0, ?\n\n")
-    df = ds._read_arff(p)
+    df = ds.loaders._read_arff(p)
     assert list(df.columns) == ["a b", "c", "d", "e"]
     assert np.isnan(df["a b"][1]) and df["a b"][0] == 1.5
     assert list(df["c"].cat.categories) == ["x", "y z"] and df["c"][1] == "y z"
@@ -518,15 +518,15 @@ def test_arff_reader_handles_quoting_nominals_and_missing(tmp_path):
     assert df["e"][0] == "hello"
     p.write_text("@attribute a numeric\n@attribute b {0,1}\n@data\n1,2\n")
     with pytest.raises(ValueError, match=r"attribute 'b' has values \['2'\]"):
-        ds._read_arff(p)
+        ds.loaders._read_arff(p)
     p.write_text("@attribute a numeric\n@attribute b {0,1}\n@data\n1\n")
     with pytest.raises(ValueError, match="data row 1 has 1 values, expected 2"):
-        ds._read_arff(p)
+        ds.loaders._read_arff(p)
     p.write_text("@attribute a numeric\n@data\n{0 1}\n")
     with pytest.raises(ValueError, match="sparse"):
-        ds._read_arff(p)
+        ds.loaders._read_arff(p)
 
 
 def test_dedupe_like_pandas():
-    assert ds._dedupe(["a", "b", "a", "a"]) == ["a", "b", "a.1", "a.2"]
-    assert ds._dedupe(["", "d", "x", "d", "v", "d.1"]) == ["", "d", "x", "d.2", "v", "d.1"]
+    assert ds.loaders._dedupe(["a", "b", "a", "a"]) == ["a", "b", "a.1", "a.2"]
+    assert ds.loaders._dedupe(["", "d", "x", "d", "v", "d.1"]) == ["", "d", "x", "d.2", "v", "d.1"]
