@@ -189,7 +189,7 @@ def write_log(df: Any, path: str | os.PathLike, format: str = "auto") -> Path:
     Path
         The file written.
     """
-    from bayesfair.io import atomic_temp
+    from bayesfair._atomic import atomic_write
 
     if format not in ("auto", "parquet", "csv"):
         raise ValueError(f"format must be 'auto', 'parquet' or 'csv', got {format!r}")
@@ -200,17 +200,11 @@ def write_log(df: Any, path: str | os.PathLike, format: str = "auto") -> Path:
     path = Path(path)
     path = path.with_suffix(f".{format}") if path.suffix in (".parquet", ".csv") else \
         path.with_name(f"{path.name}.{format}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_temp(path)
-    try:
+    with atomic_write(path) as tmp:
         if format == "parquet":
             df.to_parquet(tmp, index=False)
         else:
             df.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
