@@ -1,17 +1,23 @@
 """Smoke tests of experiments/benchmarks/fairx_ts_bench.py and bilevel_bench.py (tiny --quick runs)."""
 
-import importlib.util
+import importlib
 import json
+import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "fairx_ts_bench.py"
+BENCH_DIR = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
+
+
+def _import(name):
+    # The benchmark scripts import their shared `harness` module from their own folder, which
+    # Python puts first on sys.path when it runs one as a script; do the same here.
+    if str(BENCH_DIR) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR))
+    return importlib.import_module(name)
 
 
 def _load_bench():
-    spec = importlib.util.spec_from_file_location("fairx_ts_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _import("fairx_ts_bench")
 
 
 def test_quick_bench_writes_json(tmp_path):
@@ -33,14 +39,8 @@ def test_quick_bench_writes_json(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left no temporary file
 
 
-BILEVEL_BENCH = BENCH.parent / "bilevel_bench.py"
-
-
 def _load_bilevel_bench():
-    spec = importlib.util.spec_from_file_location("bilevel_bench", BILEVEL_BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _import("bilevel_bench")
 
 
 def test_quick_bilevel_bench_writes_json(tmp_path):
