@@ -274,10 +274,7 @@ def _fmt(x, spec):
 def print_report(report):
     """Print the rate table per (policy, T), the cross-checks and the solver comparison.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
     a = report["settings"]
     print(harness.machine_line(report["machine"]))
@@ -285,8 +282,7 @@ def print_report(report):
           f"best of {a['repeats']}; run-rounds/s (NumPy: batched over runs, 1 thread; JAX: 2 devices)")
     head = (f"{'policy':<22}{'T':>10}{'numpy':>10}{'jax e2e':>11}{'steady':>11}{'per-chunk':>11}{'compile s':>10}"
             f"{'steady/np':>10}{'chunk/np':>9}  target>={TARGET_RATIO:g}")
-    print(head)
-    print("-" * len(head))
+    harness.print_head(head)
     for r in report["results"]:
         flag = "" if r["jax_steady_resolved"] in (None, True) else "?"
         ratio = r["ratio_steady"] if flag == "" and r["ratio_steady"] is not None else r["ratio_chunk"]
@@ -318,17 +314,7 @@ def print_report(report):
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
     p = harness.parser(__doc__, "biased", runs=50, chunk_size=8192, quick_help="T = 200, R = 8, one repeat, chunk 64",
                        seed_help="seed of the problems and both simulators")
     p.add_argument("--horizons", type=int, nargs="+", default=[1_000, 1_000_000],
@@ -347,20 +333,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        0 (the report is written to ``--out``).
-    """
+    """Run the benchmark on the command line ``argv``; print the report and write it to ``--out``; 0."""
     args = parse_args(argv)
-    report = harness.new_report("biased", "experiments/benchmarks/biased_bench.py", argv, vars(args))
+    report = harness.new_report("biased", argv, args)
     report["results"] = [bench_policy(k, args, T) for T in args.horizons for k in args.policies]
     report["solvers"] = {}
     if args.compare_solvers:

@@ -53,7 +53,6 @@ import numpy as np
 
 from bayesfair.metrics import bilevel_regret
 
-SCRIPT = "experiments/benchmarks/bilevel_bench.py"
 STUDY_SCRIPT = Path(__file__).resolve().parents[1] / "bilevel" / "run.py"
 SETTING_OF_K = {15: "low", 60: "high"}
 POLICIES = ("BF-UCB", "BF-TS")
@@ -367,10 +366,8 @@ def bench_one(study, policy, k, args):
 
     Parameters
     ----------
-    study : module
-        The loaded study script.
-    policy : {"BF-UCB", "BF-TS"}
-    k : {15, 60}
+    study, policy, k
+        As :func:`run_bayesfair`.
     args : argparse.Namespace
 
     Returns
@@ -453,10 +450,7 @@ def _verdict(r, quick):
 def print_report(report):
     """Print machine info, the rate table, the cross-check and the study estimate.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
     m, s = report["machine"], report["settings"]
     _fmt = harness.fmt
@@ -470,8 +464,7 @@ def print_report(report):
           "horizon favours neither side")
     head = (f"{'policy':<7} {'K':>3} {'bf steady':>11} {'(per-chunk)':>11} {'compile s':>9} {'numpy':>10} "
             f"{'steady/np':>9} {'chunk/np':>8} {'e2e/np':>7}  target>={TARGET_RATIO:g}")
-    print(head)
-    print("-" * len(head))
+    harness.print_head(head)
     for r in report["results"]:
         flag = harness.flag(r["bayesfair_steady_resolved"])
         print(f"{r['policy']:<7} {r['k']:>3} {_fmt(r['bayesfair_steady_rate'], ',.0f') + flag:>11} "
@@ -515,17 +508,7 @@ def print_report(report):
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
     p = harness.parser(__doc__, "bilevel", runs=50, chunk_size=65_536,
                        quick_help="T=2048 (NumPy too), chunk size 512, one repeat, no warm-up, no 2T call (so no "
                                   "difference-method rate)")
@@ -546,26 +529,12 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
     study = load_study()
-    report = harness.new_report("bilevel", SCRIPT, argv, {
-        "horizon": args.horizon, "numpy_horizon": args.numpy_horizon, "runs": args.runs, "arms": args.arms,
-        "policies": args.policies, "repeats": args.repeats, "chunk_size": args.chunk_size, "seed": args.seed,
-        "quick": args.quick, "beta": list(BETA), "delta": study.DELTA, "merit": study.MERIT.describe(),
-        "bf_ucb_steps": 0, "prior": [1.0, 1.0], "study_script": "experiments/bilevel/run.py",
-        "target_ratio": TARGET_RATIO})
+    report = harness.new_report("bilevel", argv, args, beta=list(BETA), delta=study.DELTA,
+                                merit=study.MERIT.describe(), bf_ucb_steps=0, prior=[1.0, 1.0],
+                                study_script="experiments/bilevel/run.py", target_ratio=TARGET_RATIO)
     report["results"] = results = [bench_one(study, policy, k, args) for policy in args.policies for k in args.arms]
     report["study"] = STUDY
     report["study_estimate"] = study_estimate(results, args.quick)

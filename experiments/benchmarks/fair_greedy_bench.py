@@ -50,7 +50,6 @@ from bayesfair.policies import group_meritocratic as gp
 
 LAM, RHO, NOISE_SD, BIAS_STEP = 0.1, 0.1, 2.0, 3.0
 TARGET_RATIO = 3.0
-SCRIPT = "experiments/benchmarks/fair_greedy_bench.py"
 
 
 def _cdf_tables(weights, offsets, n_grid=2 ** 14):
@@ -281,8 +280,7 @@ def print_report(report):
           f"{s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; JAX: {m['jax_local_device_count']} devices)")
     head = (f"{'T':>7} {'block':>6} {'numpy':>9} {'jax e2e':>9} {'(per-chunk)':>11} {'jax scan':>9} "
             f"{'e2e/np':>7} {'chunk/np':>8} {'scan/np':>8}")
-    print(head)
-    print("-" * len(head))
+    harness.print_head(head)
     for r in report["results"]:
         print(f"{r['horizon']:>7} {r['block']:>6} {r['numpy_rate']:>9,.0f} {_fmt(r['jax_end_to_end_rate'], ',.0f'):>9} "
               f"{_fmt(r['jax_chunk_rate'], ',.0f'):>11} {r['jax_scan_rate']:>9,.0f} "
@@ -313,23 +311,11 @@ def print_report(report):
         verdict = ", ".join(f"T={h}: {v:.2f}" for h, v in t["ratio_scan"].items())
         verdict += f" -> {'MET' if t['met'] else 'NOT MET'} (through the simulator, per chunk: " + ", ".join(
             f"T={h}: {_fmt(v, '.2f')}" for h, v in t["ratio_chunk"].items()) + ")"
-    print(f"target: jax scan / numpy >= {TARGET_RATIO:g} at every T: {verdict}")
-    if s["quick"]:
-        print(harness.QUICK_NOTE)
+    harness.print_target(f"jax scan / numpy >= {TARGET_RATIO:g} at every T: {verdict}", s["quick"])
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
     p = harness.parser(__doc__, "fair_greedy", runs=10, repeats=1, quick_help="T = 1000 and 2000, chunk size 256")
     p.add_argument("--horizons", type=int, nargs="+", default=[10_000, 100_000],
                    help="values of T (default 10000 100000)")
@@ -345,24 +331,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
-    report = harness.new_report("fair_greedy", SCRIPT, argv, {
-        "horizons": args.horizons, "runs": args.runs, "repeats": args.repeats, "chunk_size": args.chunk_size,
-        "block": args.block, "seed": args.seed, "quick": args.quick,
-        "simulator_max_horizon": args.simulator_max_horizon, "lam": LAM, "rho": RHO,
-        "problem": "gmf_synthetic (Section 6), K=4, d=17"})
+    report = harness.new_report("fair_greedy", argv, args, lam=LAM, rho=RHO,
+                                problem="gmf_synthetic (Section 6), K=4, d=17")
     results = []
     for h in args.horizons:
         sys.stderr.write(f"fair_greedy_bench: T={h} ...\n")

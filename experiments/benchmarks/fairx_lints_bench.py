@@ -47,7 +47,6 @@ from bayesfair.posteriors import linear_known_variance
 
 MERIT_C = 3.0
 TARGET_RATIO = 3.0
-SCRIPT = "experiments/benchmarks/fairx_lints_bench.py"
 
 
 def draw_theta(n_features, seed):
@@ -213,25 +212,14 @@ def bench(args):
     pair = pairing(args)
     res, np_out, calls = harness.measure(pair, args.runs, T, repeats=args.repeats, seed=args.seed,
                                          chunk_size=args.chunk_size)
-    np_fr, np_fr_se = harness.mean_se(np_out[-1]["fairness_regret"] / T)
-    jx_fr, jx_fr_se = harness.mean_se(calls[T][-1].value / T)
-    return {
-        "theta_norm": float(np.linalg.norm(pair.params["theta"])),
-        **res,
-        "numpy_fairness_regret_per_T": np_fr,
-        "numpy_fairness_regret_per_T_se": np_fr_se,
-        "jax_fairness_regret_per_T": jx_fr,
-        "jax_fairness_regret_per_T_se": jx_fr_se,
-    }
+    return {"theta_norm": float(np.linalg.norm(pair.params["theta"])), **res,
+            **harness.compare("fairness_regret_per_T", np_out[-1]["fairness_regret"] / T, calls[T][-1].value / T)}
 
 
 def print_report(report):
     """Print the machine, the rates and ratios, the statistical check and the target verdict.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
     m, s, r = report["machine"], report["settings"], report["result"]
     fmt = harness.fmt
@@ -253,23 +241,11 @@ def print_report(report):
           f"{r['jax_fairness_regret_per_T']:.4f} +- {r['jax_fairness_regret_per_T_se']:.4f}")
     harness.print_fresh(report.get("fresh", []))
     verdict = harness.steady_verdict(report["target"], s["quick"], "steady-state time lost in noise")
-    print(f"target: steady-state ratio >= {TARGET_RATIO:g}: {verdict}")
-    if s["quick"]:
-        print(harness.QUICK_NOTE)
+    harness.print_target(f"steady-state ratio >= {TARGET_RATIO:g}: {verdict}", s["quick"])
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
     p = harness.parser(__doc__, "fairx_lints", runs=10, quick_help="T=300, chunk size 128, one repeat",
                        seed_help="seed of theta* and both simulators")
     p.add_argument("--horizon", type=int, default=5000, help="rounds T (default 5000)")
@@ -288,26 +264,11 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
-    report = harness.new_report("fairx_lints", SCRIPT, argv, {
-        "horizon": args.horizon, "runs": args.runs, "arms": args.arms, "features": args.features,
-        "sigma": args.sigma, "repeats": args.repeats, "chunk_size": args.chunk_size, "seed": args.seed,
-        "quick": args.quick, "numpy_solver": args.numpy_solver, "merit": f"exp({MERIT_C:g}*mu)",
-        "posterior": "linear_known_variance(0, 1, sigma^2)", "contexts": "uniform on the unit sphere",
-        "theta": "N(0, I_d), drawn once", "fresh_runs": args.fresh_runs,
-        "fresh_horizons": args.fresh_horizons or ([args.horizon] if args.fresh_runs else [])})
+    report = harness.new_report("fairx_lints", argv, args, merit=f"exp({MERIT_C:g}*mu)",
+                                posterior="linear_known_variance(0, 1, sigma^2)",
+                                contexts="uniform on the unit sphere", theta="N(0, I_d), drawn once")
     result = bench(args)
     ratio = result["ratio_steady"]
     report["result"] = result
@@ -315,7 +276,7 @@ def main(argv=None):
                         "steady_resolved": result["jax_steady_resolved"],
                         "met": None if ratio is None or args.quick else bool(ratio >= TARGET_RATIO)}
     if args.fresh_runs:
-        report["fresh"] = harness.fresh_grid(pairing(args), args.fresh_runs, report["settings"]["fresh_horizons"],
+        report["fresh"] = harness.fresh_grid(pairing(args), args.fresh_runs, args.fresh_horizons,
                                              seed=args.seed, chunk_size=args.chunk_size)
     return harness.finish(report, args.out, print_report)
 

@@ -11,7 +11,8 @@ The unit is run-rounds per second (R * T / wall seconds).
   shape, so the difference is the cost of T extra rounds. It is flagged as not resolved when it
   is under twice the spread of the repeated timings (compile-time jitter). As a cross-check, the
   rate between the first and the last chunk of the 2T call (from ``simulate``'s progress
-  callback) is also given. An untimed warm-up call per K comes first (not with ``--quick``).
+  callback) is also given. An untimed warm-up call per K comes first. ``--quick`` (a smoke run)
+  makes no warm-up and no 2T call, so it gives only the end-to-end and per-chunk rates.
   The method is :func:`harness.time_doubling`; ``--fresh-runs R ...`` adds the end-to-end time
   of both sides in a fresh process (:func:`harness.fresh_grid`) for those run counts.
 
@@ -32,7 +33,6 @@ import numpy as np
 
 MERIT_C = 4.0
 TARGET_K, TARGET_RATIO = 60, 3.0
-SCRIPT = "experiments/benchmarks/fairx_ts_bench.py"
 
 
 def draw_means(n_arms, seed):
@@ -145,7 +145,7 @@ def pairing(n_arms, seed):
 
 
 def bench_arms(n_arms, args):
-    """Time NumPy and JAX for one K (:func:`harness.measure`; no warm-up with ``--quick``).
+    """Time NumPy and JAX for one K (:func:`harness.measure`; ``--quick``: T only, no warm-up).
 
     Parameters
     ----------
@@ -162,27 +162,15 @@ def bench_arms(n_arms, args):
     T = args.horizon
     pair = pairing(n_arms, args.seed)
     res, np_out, calls = harness.measure(pair, args.runs, T, repeats=args.repeats, seed=args.seed,
-                                         chunk_size=args.chunk_size, warmup=not args.quick)
-    np_fr, np_fr_se = harness.mean_se(np_out[-1]["fairness_regret"] / T)
-    jx_fr, jx_fr_se = harness.mean_se(calls[T][-1].value / T)
-    return {
-        "k": n_arms,
-        "means": pair.params["means"],
-        **res,
-        "numpy_fairness_regret_per_T": np_fr,
-        "numpy_fairness_regret_per_T_se": np_fr_se,
-        "jax_fairness_regret_per_T": jx_fr,
-        "jax_fairness_regret_per_T_se": jx_fr_se,
-    }
+                                         chunk_size=args.chunk_size, warmup=not args.quick, double=not args.quick)
+    return {"k": n_arms, "means": pair.params["means"], **res,
+            **harness.compare("fairness_regret_per_T", np_out[-1]["fairness_regret"] / T, calls[T][-1].value / T)}
 
 
 def print_report(report):
     """Print machine info, the rate table per K, the statistical check and the target verdict.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
     m, s = report["machine"], report["settings"]
     fmt = harness.fmt
@@ -192,8 +180,7 @@ def print_report(report):
           f"{m['jax_local_device_count']} devices)")
     head = (f"{'K':>4} {'numpy':>11} {'jax e2e':>11} {'jax steady':>11} {'(per-chunk)':>11} "
             f"{'steady/np':>10} {'chunk/np':>9} {'e2e/np':>8}")
-    print(head)
-    print("-" * len(head))
+    harness.print_head(head)
     for r in report["results"]:
         flag = harness.flag(r["jax_steady_resolved"])
         print(f"{r['k']:>4} {r['numpy_rate']:>11,.0f} {r['jax_end_to_end_rate']:>11,.0f} "
@@ -212,24 +199,13 @@ def print_report(report):
         harness.print_fresh(rows)
     verdict = harness.steady_verdict(report["target"], s["quick"],
                                      f"K={TARGET_K} not run, or steady-state time lost in noise")
-    print(f"target: steady-state ratio >= {TARGET_RATIO:g} at K={TARGET_K}: {verdict}")
-    if s["quick"]:
-        print(harness.QUICK_NOTE)
+    harness.print_target(f"steady-state ratio >= {TARGET_RATIO:g} at K={TARGET_K}: {verdict}", s["quick"])
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
-    p = harness.parser(__doc__, "fairx_ts", runs=50, quick_help="T=500, chunk size 128, one repeat, no warm-up",
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
+    p = harness.parser(__doc__, "fairx_ts", runs=50,
+                       quick_help="T=500, chunk size 128, one repeat, no warm-up, no 2T call (no steady-state rate)",
                        seed_help="seed of the means and both simulators")
     p.add_argument("--horizon", type=int, default=20_000, help="rounds T (default 20000)")
     p.add_argument("--arms", type=int, nargs="+", default=[14, 60], help="values of K (default 14 60)")
@@ -239,24 +215,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
-    report = harness.new_report("fairx_ts", SCRIPT, argv, {
-        "horizon": args.horizon, "runs": args.runs, "arms": args.arms, "repeats": args.repeats,
-        "chunk_size": args.chunk_size, "seed": args.seed, "quick": args.quick, "merit": f"exp({MERIT_C:g}*mu)",
-        "prior": [1.0, 1.0], "means": "U[0.1, 0.9], drawn once", "fresh_runs": args.fresh_runs,
-        "fresh_horizons": args.fresh_horizons or ([args.horizon] if args.fresh_runs else [])})
+    report = harness.new_report("fairx_ts", argv, args, merit=f"exp({MERIT_C:g}*mu)", prior=[1.0, 1.0],
+                                means="U[0.1, 0.9], drawn once")
     results = [bench_arms(k, args) for k in args.arms]
     at = next((r for r in results if r["k"] == TARGET_K), {})
     ratio = at.get("ratio_steady")
@@ -266,7 +228,7 @@ def main(argv=None):
                         "met": None if ratio is None or args.quick else bool(ratio >= TARGET_RATIO)}
     if args.fresh_runs:
         report["fresh"] = {k: harness.fresh_grid(pairing(k, args.seed), args.fresh_runs,
-                                                 report["settings"]["fresh_horizons"], seed=args.seed,
+                                                 args.fresh_horizons, seed=args.seed,
                                                  chunk_size=args.chunk_size) for k in args.arms}
     return harness.finish(report, args.out, print_report)
 

@@ -127,6 +127,19 @@ def machine_info():
     }
 
 
+def compare(name, numpy_values, jax_values):
+    """Mean +- s.e. over runs of a final metric from both sides: ``numpy_<name>``, ``numpy_<name>_se``,
+    ``jax_<name>``, ``jax_<name>_se`` (the statistical check; not asserted)."""
+    (nm, ns), (jm, js) = mean_se(numpy_values), mean_se(jax_values)
+    return {f"numpy_{name}": nm, f"numpy_{name}_se": ns, f"jax_{name}": jm, f"jax_{name}_se": js}
+
+
+def print_head(head):
+    """Print a table's header line and a rule under it."""
+    print(head)
+    print("-" * len(head))
+
+
 def machine_line(m):
     """One printed line describing the machine of a report."""
     start, end = m.get("loadavg_at_start"), m.get("loadavg_at_end")
@@ -176,7 +189,8 @@ def parser(doc, name, *, runs, repeats=3, chunk_size=1024, quick_help, seed_help
 
 
 def add_fresh_arguments(p):
-    """Add ``--fresh-runs R ...`` and ``--fresh-horizons T ...``: the fresh-process grid (off by default)."""
+    """Add ``--fresh-runs R ...`` and ``--fresh-horizons T ...`` (default ``--horizon``): the
+    fresh-process grid, off by default."""
     p.add_argument("--fresh-runs", type=int, nargs="+", default=[],
                    help="also time both sides end to end in a fresh process (start-up, imports and compilation "
                         "included) for these run counts R, e.g. 50 500 2000 (default: not run)")
@@ -213,6 +227,8 @@ def parse(p, argv, *, quick=None, positive=("runs", "repeats", "chunk_size")):
     for name in ("fresh_runs", "fresh_horizons"):
         if min(getattr(args, name, []), default=1) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if getattr(args, "fresh_runs", None) and not args.fresh_horizons:
+        args.fresh_horizons = [args.horizon]
     if args.seed < 0:
         p.error(f"--seed must be >= 0, got {args.seed}")
     return args
@@ -251,7 +267,7 @@ def chunk_rate(stamps):
     if len(stamps) < 2:
         return None
     (ta, da), (tb, db) = stamps[0], stamps[-1]
-    return (db - da) / (tb - ta) if tb > ta else None
+    return (db - da) / (tb - ta) if tb > ta and db > da else None
 
 
 def time_numpy(fn, runs, horizon, repeats, seed):
@@ -365,7 +381,7 @@ class Pairing:
     numpy_params: dict = field(default_factory=dict)
 
 
-def measure(pairing, runs, horizon, *, repeats, seed, chunk_size, numpy_horizon=None, warmup=True):
+def measure(pairing, runs, horizon, *, repeats, seed, chunk_size, numpy_horizon=None, warmup=True, double=True):
     """In-process steady-state measurement of a pairing: NumPy, then JAX at T and 2T.
 
     Parameters
@@ -376,6 +392,8 @@ def measure(pairing, runs, horizon, *, repeats, seed, chunk_size, numpy_horizon=
         NumPy's horizon (default T).
     warmup : bool
         Make an untimed warm-up JAX call of ``min(T, chunk_size)`` rounds first.
+    double : bool
+        Also time 2T rounds (False: no steady-state rate).
 
     Returns
     -------
@@ -391,7 +409,7 @@ def measure(pairing, runs, horizon, *, repeats, seed, chunk_size, numpy_horizon=
                                 runs, np_horizon, repeats, seed)
     timing, calls = time_doubling(lambda h: pairing.jax(runs, h, seed, chunk_size, **pairing.params), runs,
                                   horizon, repeats,
-                                  warmup=min(horizon, chunk_size) if warmup else None)
+                                  warmup=min(horizon, chunk_size) if warmup else None, double=double)
     return {**np_res, **timing, **ratios(np_res["numpy_rate"], timing)}, np_out, calls
 
 
@@ -500,28 +518,30 @@ def _child(target, kwargs):
 # report
 
 
-def new_report(benchmark, script, argv, settings):
+def new_report(benchmark, argv, args, **settings):
     """The report's common head: name, date, command line, settings and machine.
 
     Parameters
     ----------
     benchmark : str
-        Its name.
-    script : str
-        Path of the script from the repository root.
+        Its name: the script is ``experiments/benchmarks/<benchmark>_bench.py``.
     argv : list of str or None
         The arguments given to ``main`` (None: ``sys.argv[1:]``).
-    settings : dict
-        What was measured (paths become strings).
+    args : argparse.Namespace
+        The parsed command line; its values are the settings (paths as strings).
+    **settings
+        Further settings (the problem's fixed parameters).
 
     Returns
     -------
     dict
     """
+    script = f"experiments/benchmarks/{benchmark}_bench.py"
+    values = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     return {"benchmark": benchmark,
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "command": " ".join(["python", script, *(sys.argv[1:] if argv is None else argv)]),
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()},
+            "settings": {**values, **settings},
             "machine": machine_info()}
 
 
@@ -547,6 +567,13 @@ def finish(report, out, printer):
     write_text(out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")
     return report
+
+
+def print_target(text, quick):
+    """Print the target line ``target: <text>`` and, after a ``--quick`` run, that it means nothing."""
+    print(f"target: {text}")
+    if quick:
+        print(QUICK_NOTE)
 
 
 def steady_verdict(target, quick, missing):
