@@ -277,20 +277,24 @@ def print_report(report):
     ``report`` is what :func:`main` writes to JSON.
     """
     a = report["settings"]
-    print(harness.machine_line(report["machine"]))
-    print(f"synthetic biased bandit (n={N_ARMS}, {N_SENSITIVE} sensitive, d={D}, mu={MU:g}), R={a['runs']}, "
-          f"best of {a['repeats']}; run-rounds/s (NumPy: batched over runs, 1 thread; JAX: 2 devices)")
-    head = (f"{'policy':<22}{'T':>10}{'numpy':>10}{'jax e2e':>11}{'steady':>11}{'per-chunk':>11}{'compile s':>10}"
-            f"{'steady/np':>10}{'chunk/np':>9}  target>={TARGET_RATIO:g}")
-    harness.print_head(head)
-    for r in report["results"]:
-        flag = "" if r["jax_steady_resolved"] in (None, True) else "?"
-        ratio = r["ratio_steady"] if flag == "" and r["ratio_steady"] is not None else r["ratio_chunk"]
-        verdict = "-" if a["quick"] else ("MET" if ratio is not None and ratio >= TARGET_RATIO else "NOT MET")
-        print(f"{r['policy']:<22}{r['horizon']:>10,}{r['numpy_rate']:>10,.0f}{r['jax_end_to_end_rate']:>11,.0f}"
-              f"{_fmt(r['jax_steady_rate'], ',.0f') + flag:>11}{_fmt(r['jax_chunk_rate'], ',.0f'):>11}"
-              f"{r['jax_compile_seconds_estimate']:>10.1f}{_fmt(r['ratio_steady'], '.2f') + flag:>10}"
-              f"{_fmt(r['ratio_chunk'], '.2f'):>9}  {verdict}")
+    harness.print_preamble(report, f"synthetic biased bandit (n={N_ARMS}, {N_SENSITIVE} sensitive, d={D}, mu={MU:g})",
+                           numpy_note="batched over runs, 1 thread")
+    rate, flag = harness.rate, harness.flag
+
+    def verdict(r):  # the steady-state ratio when resolved, else the per-chunk one
+        ratio = r["ratio_steady"] if not flag(r["jax_steady_resolved"]) and r["ratio_steady"] is not None \
+            else r["ratio_chunk"]
+        return " -" if a["quick"] else (" MET" if ratio is not None and ratio >= TARGET_RATIO else " NOT MET")
+
+    harness.print_table(report["results"], [
+        ("policy", "<21", lambda r: r["policy"]), ("T", ">9", lambda r: f"{r['horizon']:,}"),
+        ("numpy", ">9", lambda r: rate(r["numpy_rate"])), ("jax e2e", ">10", lambda r: rate(r["jax_end_to_end_rate"])),
+        ("steady", ">10", lambda r: rate(r["jax_steady_rate"], "-") + flag(r["jax_steady_resolved"])),
+        ("per-chunk", ">10", lambda r: rate(r["jax_chunk_rate"], "-")),
+        ("compile s", ">9", lambda r: _fmt(r["jax_compile_seconds_estimate"], ".1f")),
+        ("steady/np", ">9", lambda r: _fmt(r["ratio_steady"], ".2f") + flag(r["jax_steady_resolved"])),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        (f" target>={TARGET_RATIO:g}", "", verdict)])
     print("numpy: horizon min(T, --numpy-horizon); its cost per round does not grow with t. "
           "? = time(2T) - time(T) under twice the spread of the repeats (use the per-chunk rate)")
     for r in report["results"]:

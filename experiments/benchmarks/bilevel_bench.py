@@ -452,27 +452,24 @@ def print_report(report):
 
     ``report`` is what :func:`main` writes to JSON.
     """
-    m, s = report["machine"], report["settings"]
-    _fmt = harness.fmt
-    print(harness.machine_line(m))
-    print(f"bi-level study configuration, beta = {BETA}, f(mu) = mu, delta = 0.01, R={s['runs']}; "
-          f"best of {s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; bayesfair: "
-          f"{m['jax_local_device_count']} devices)")
+    s, _fmt = report["settings"], harness.fmt
+    harness.print_preamble(report, f"bi-level study configuration, beta = {BETA}, f(mu) = mu, delta = 0.01",
+                           jax_name="bayesfair")
     bf_h = f"T={s['horizon']}" + ("" if s["quick"] else " and 2T")
     print(f"horizons: bayesfair {bf_h} (chunk {s['chunk_size']}), NumPy T={s['numpy_horizon']}; "
           "rates are per run-round and NumPy's cost per round does not grow with t, so the shorter NumPy "
           "horizon favours neither side")
-    head = (f"{'policy':<7} {'K':>3} {'bf steady':>11} {'(per-chunk)':>11} {'compile s':>9} {'numpy':>10} "
-            f"{'steady/np':>9} {'chunk/np':>8} {'e2e/np':>7}  target>={TARGET_RATIO:g}")
-    harness.print_head(head)
-    for r in report["results"]:
-        flag = harness.flag(r["bayesfair_steady_resolved"])
-        print(f"{r['policy']:<7} {r['k']:>3} {_fmt(r['bayesfair_steady_rate'], ',.0f') + flag:>11} "
-              f"{_fmt(r['bayesfair_chunk_rate'], ',.0f'):>11} {_fmt(r['bayesfair_fixed_seconds'], '.1f'):>9} "
-              f"{r['numpy_rate']:>10,.0f} {_fmt(r['ratio_steady'], '.2f') + flag:>9} "
-              f"{_fmt(r['ratio_chunk'], '.2f'):>8} {r['ratio_end_to_end']:>7.2f}  {_verdict(r, s['quick'])}")
-    if any(r["bayesfair_steady_resolved"] is False for r in report["results"]):
-        print(harness.UNRESOLVED_NOTE)
+    rate, flag = harness.rate, harness.flag
+    harness.print_table(report["results"], [
+        ("policy", "<7", lambda r: r["policy"]), ("K", ">3", lambda r: r["k"]),
+        ("bf steady", ">11", lambda r: rate(r["bayesfair_steady_rate"]) + flag(r["bayesfair_steady_resolved"])),
+        ("(per-chunk)", ">11", lambda r: rate(r["bayesfair_chunk_rate"])),
+        ("compile s", ">9", lambda r: _fmt(r["bayesfair_fixed_seconds"], ".1f")),
+        ("numpy", ">10", lambda r: rate(r["numpy_rate"])),
+        ("steady/np", ">9", lambda r: _fmt(r["ratio_steady"], ".2f") + flag(r["bayesfair_steady_resolved"])),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        ("e2e/np", ">7", lambda r: _fmt(r["ratio_end_to_end"], ".2f")),
+        (f" target>={TARGET_RATIO:g}", "", lambda r: " " + _verdict(r, s["quick"]))], prefix="bayesfair")
     print("compile s = time(T) - R T / per-chunk rate: tracing, compilation and per-call set-up, paid once per "
           "simulate call")
     print("cross-check on the same per-run means (mean +- s.e. over runs; paired z of NumPy - bayesfair; "

@@ -273,18 +273,17 @@ def bench_horizon(horizon, args):
 
 def print_report(report):
     """Print machine info, the rate table, the cost fit and the statistical check."""
-    m, s = report["machine"], report["settings"]
-    _fmt = harness.fmt
-    print(harness.machine_line(m))
-    print(f"Fair-Greedy, Section 6 problem (K=4, d=17), lambda={LAM}, rho={RHO}, R={s['runs']}, best of "
-          f"{s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; JAX: {m['jax_local_device_count']} devices)")
-    head = (f"{'T':>7} {'block':>6} {'numpy':>9} {'jax e2e':>9} {'(per-chunk)':>11} {'jax scan':>9} "
-            f"{'e2e/np':>7} {'chunk/np':>8} {'scan/np':>8}")
-    harness.print_head(head)
-    for r in report["results"]:
-        print(f"{r['horizon']:>7} {r['block']:>6} {r['numpy_rate']:>9,.0f} {_fmt(r['jax_end_to_end_rate'], ',.0f'):>9} "
-              f"{_fmt(r['jax_chunk_rate'], ',.0f'):>11} {r['jax_scan_rate']:>9,.0f} "
-              f"{_fmt(r['ratio_end_to_end'], '.2f'):>7} {_fmt(r['ratio_chunk'], '.2f'):>8} {r['ratio_scan']:>8.2f}")
+    s, _fmt = report["settings"], harness.fmt
+    harness.print_preamble(report, f"Fair-Greedy, Section 6 problem (K=4, d=17), lambda={LAM}, rho={RHO}")
+    rate = harness.rate
+    harness.print_table(report["results"], [
+        ("T", ">7", lambda r: r["horizon"]), ("block", ">6", lambda r: r["block"]),
+        ("numpy", ">9", lambda r: rate(r["numpy_rate"])), ("jax e2e", ">9", lambda r: rate(r["jax_end_to_end_rate"])),
+        ("(per-chunk)", ">11", lambda r: rate(r["jax_chunk_rate"])),
+        ("jax scan", ">9", lambda r: rate(r["jax_scan_rate"])),
+        ("e2e/np", ">7", lambda r: _fmt(r["ratio_end_to_end"], ".2f")),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        ("scan/np", ">8", lambda r: _fmt(r["ratio_scan"], ".2f"))])
     print("(jax scan: the policy in a plain lax.scan, compile excluded; see run_jax_scan. n/a: simulator not run "
           f"above T={s['simulator_max_horizon']}, see --simulator-max-horizon)")
     print("cost per round (JAX, all runs) = a + b t, fitted to the chunk timings:")

@@ -221,12 +221,9 @@ def print_report(report):
 
     ``report`` is what :func:`main` writes to JSON.
     """
-    m, s, r = report["machine"], report["settings"], report["result"]
-    fmt = harness.fmt
-    print(harness.machine_line(m))
-    print(f"FairX-LinTS, d={s['features']}, K={s['arms']}, R={s['runs']}, T={s['horizon']}, merit exp({MERIT_C:g} mu), "
-          f"best of {s['repeats']}; run-rounds/s (NumPy: batched over runs, solver {s['numpy_solver']}; JAX: "
-          f"{m['jax_local_device_count']} devices)")
+    s, r, fmt = report["settings"], report["result"], harness.fmt
+    harness.print_preamble(report, f"FairX-LinTS, d={s['features']}, K={s['arms']}, T={s['horizon']}, "
+                           f"merit exp({MERIT_C:g} mu)", numpy_note=f"batched over runs, solver {s['numpy_solver']}")
     flag = harness.flag(r["jax_steady_resolved"])
     print(f"  numpy                {r['numpy_rate']:>12,.0f}")
     print(f"  jax end-to-end       {r['jax_end_to_end_rate']:>12,.0f}   ratio {r['ratio_end_to_end']:.2f}")

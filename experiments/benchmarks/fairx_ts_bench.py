@@ -67,10 +67,8 @@ def numpy_fairx_ts(runs, horizon, seed, means):
 
     Parameters
     ----------
-    runs, horizon : int
-        R independent runs of T rounds.
-    seed : int
-        Seed of ``numpy.random.default_rng``.
+    runs, horizon, seed : int
+        R independent runs of T rounds; the seed of ``numpy.random.default_rng``.
     means : array_like
         ``[K]`` Bernoulli means.
 
@@ -172,23 +170,16 @@ def print_report(report):
 
     ``report`` is what :func:`main` writes to JSON.
     """
-    m, s = report["machine"], report["settings"]
-    fmt = harness.fmt
-    print(harness.machine_line(m))
-    print(f"FairX-TS, Beta(1,1)-Bernoulli, merit exp({MERIT_C:g} mu), R={s['runs']}, T={s['horizon']}, "
-          f"best of {s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; JAX: "
-          f"{m['jax_local_device_count']} devices)")
-    head = (f"{'K':>4} {'numpy':>11} {'jax e2e':>11} {'jax steady':>11} {'(per-chunk)':>11} "
-            f"{'steady/np':>10} {'chunk/np':>9} {'e2e/np':>8}")
-    harness.print_head(head)
-    for r in report["results"]:
-        flag = harness.flag(r["jax_steady_resolved"])
-        print(f"{r['k']:>4} {r['numpy_rate']:>11,.0f} {r['jax_end_to_end_rate']:>11,.0f} "
-              f"{fmt(r['jax_steady_rate'], ',.0f') + flag:>11} {fmt(r['jax_chunk_rate'], ',.0f'):>11} "
-              f"{fmt(r['ratio_steady'], '.2f') + flag:>10} {fmt(r['ratio_chunk'], '.2f'):>9} "
-              f"{r['ratio_end_to_end']:>8.2f}")
-    if any(r["jax_steady_resolved"] is False for r in report["results"]):
-        print(harness.UNRESOLVED_NOTE)
+    s, fmt, rate, flag = report["settings"], harness.fmt, harness.rate, harness.flag
+    harness.print_preamble(report, f"FairX-TS, Beta(1,1)-Bernoulli, merit exp({MERIT_C:g} mu), T={s['horizon']}")
+    harness.print_table(report["results"], [
+        ("K", ">4", lambda r: r["k"]), ("numpy", ">11", lambda r: rate(r["numpy_rate"])),
+        ("jax e2e", ">11", lambda r: rate(r["jax_end_to_end_rate"])),
+        ("jax steady", ">11", lambda r: rate(r["jax_steady_rate"]) + flag(r["jax_steady_resolved"])),
+        ("(per-chunk)", ">11", lambda r: rate(r["jax_chunk_rate"])),
+        ("steady/np", ">10", lambda r: fmt(r["ratio_steady"], ".2f") + flag(r["jax_steady_resolved"])),
+        ("chunk/np", ">9", lambda r: fmt(r["ratio_chunk"], ".2f")),
+        ("e2e/np", ">8", lambda r: fmt(r["ratio_end_to_end"], ".2f"))], prefix="jax")
     print("statistical check, mean final fairness regret / T (+- s.e. over runs; not asserted):")
     for r in report["results"]:
         print(f"  K={r['k']:>3}: numpy {r['numpy_fairness_regret_per_T']:.4f} "

@@ -134,10 +134,40 @@ def compare(name, numpy_values, jax_values):
     return {f"numpy_{name}": nm, f"numpy_{name}_se": ns, f"jax_{name}": jm, f"jax_{name}_se": js}
 
 
-def print_head(head):
-    """Print a table's header line and a rule under it."""
+def print_preamble(report, problem, numpy_note="1 thread", jax_name="JAX"):
+    """Print the machine line and ``<problem>, R=.., best of ..; rates in run-rounds/s (NumPy: <numpy_note>;
+    <jax_name>: <n> devices)``."""
+    m, s = report["machine"], report["settings"]
+    print(machine_line(m))
+    print(f"{problem}, R={s['runs']}, best of {s['repeats']}; rates in run-rounds/s (NumPy: {numpy_note}; "
+          f"{jax_name}: {m['jax_local_device_count']} devices)")
+
+
+def rate(x, missing="n/a"):
+    """A rate in run-rounds/s as printed (``12,345``), or ``missing`` for None."""
+    return fmt(x, ",.0f", missing)
+
+
+def print_table(rows, columns, prefix=None):
+    """Print ``rows`` as a table with a header line and a rule.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per line.
+    columns : list of (str, str, callable)
+        Per column: its title, its format spec (``">11"``, ``"<22"``) and ``cell(row) -> str``.
+    prefix : str, optional
+        With ``"jax"`` or ``"bayesfair"``: print :data:`UNRESOLVED_NOTE` after the table when a
+        row's ``<prefix>_steady_resolved`` is False.
+    """
+    head = " ".join(format(title, spec) for title, spec, _ in columns)
     print(head)
     print("-" * len(head))
+    for r in rows:
+        print(" ".join(format(cell(r), spec) for _, spec, cell in columns))
+    if prefix and any(r.get(f"{prefix}_steady_resolved") is False for r in rows):
+        print(UNRESOLVED_NOTE)
 
 
 def machine_line(m):

@@ -119,17 +119,17 @@ def print_report(report):
           f"chunk {s['chunk_size']}, NUTS warmup {s['num_warmup']} + {s['num_samples']} draws x "
           f"{s['num_chains']} chain(s); {m['cpu_count']} CPUs, {m['jax_local_device_count']} devices, "
           f"load {m['loadavg_at_start']}")
-    head = (f"{'posterior':<22} {'B':>6} {'refreshes':>9} {'s/refresh(R runs)':>17} {'s/refresh/run':>13} "
-            f"{'rate (chunk)':>13} {'rate (e2e)':>11} {'slowdown':>9} {'FR/T':>7}")
-    harness.print_head(head)
-    c, _fmt = report["conjugate"], harness.fmt
-    print(f"{'conjugate':<22} {'-':>6} {'-':>9} {'-':>17} {'-':>13} {_fmt(c['chunk_rate'], ',.0f'):>13} "
-          f"{c['end_to_end_rate']:>11,.0f} {'1.00':>9} {c['fairness_regret_per_T']:>7.3f}")
-    for r in report["results"]:
-        print(f"{r['model']:<22} {r['refresh_every']:>6} {r['refreshes']:>9} "
-              f"{r['refresh']['seconds_all_runs']:>17.4f} {r['refresh']['seconds_per_run']:>13.4f} "
-              f"{_fmt(r['chunk_rate'], ',.0f'):>13} {r['end_to_end_rate']:>11,.0f} "
-              f"{_fmt(r['slowdown'], '.1f'):>9} {r['fairness_regret_per_T']:>7.3f}")
+    fmt = harness.fmt
+    conjugate = {"model": "conjugate", "refresh": {}, "slowdown": 1.0, **report["conjugate"]}
+    harness.print_table([conjugate, *report["results"]], [
+        ("posterior", "<22", lambda r: r["model"]), ("B", ">6", lambda r: r.get("refresh_every", "-")),
+        ("refreshes", ">9", lambda r: r.get("refreshes", "-")),
+        ("s/refresh(R runs)", ">17", lambda r: fmt(r["refresh"].get("seconds_all_runs"), ".4f", "-")),
+        ("s/refresh/run", ">13", lambda r: fmt(r["refresh"].get("seconds_per_run"), ".4f", "-")),
+        ("rate (chunk)", ">13", lambda r: harness.rate(r["chunk_rate"])),
+        ("rate (e2e)", ">11", lambda r: harness.rate(r["end_to_end_rate"])),
+        ("slowdown", ">9", lambda r: fmt(r["slowdown"], ".2f" if r["model"] == "conjugate" else ".1f")),
+        ("FR/T", ">7", lambda r: f"{r['fairness_regret_per_T']:.3f}")])
     if s["quick"]:
         print("(--quick: tiny horizon and runs; compile time and load dominate, use only as a smoke test)")
 
