@@ -68,18 +68,7 @@ QUICK_NOTE = "(--quick smoke run: the numbers above are not meaningful)"
 
 
 def mean_se(x):
-    """Mean and standard error of the mean (NaN for a single value).
-
-    Parameters
-    ----------
-    x : array_like
-        Values, one per run.
-
-    Returns
-    -------
-    tuple of float
-        ``(mean, s.e.)``.
-    """
+    """``(mean, standard error of the mean)`` of ``x`` (one value per run; s.e. NaN for one value)."""
     x = np.asarray(x, np.float64)
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
 
@@ -105,14 +94,9 @@ def load_average():
 
 
 def machine_info():
-    """CPU count, XLA devices, library versions and the load average now.
+    """CPU count, XLA devices, library versions and the load average now (a dict).
 
-    Other work on the machine skews the timings, so :func:`finish` adds the load average at the
-    end as ``loadavg_at_end``.
-
-    Returns
-    -------
-    dict
+    Other work on the machine skews the timings, so :func:`finish` adds ``loadavg_at_end``.
     """
     return {
         "cpu_count": os.cpu_count(),
@@ -125,57 +109,6 @@ def machine_info():
         "processor": platform.processor() or platform.machine(),
         "loadavg_at_start": load_average(),
     }
-
-
-def compare(name, numpy_values, jax_values):
-    """Mean +- s.e. over runs of a final metric from both sides: ``numpy_<name>``, ``numpy_<name>_se``,
-    ``jax_<name>``, ``jax_<name>_se`` (the statistical check; not asserted)."""
-    (nm, ns), (jm, js) = mean_se(numpy_values), mean_se(jax_values)
-    return {f"numpy_{name}": nm, f"numpy_{name}_se": ns, f"jax_{name}": jm, f"jax_{name}_se": js}
-
-
-def print_preamble(report, problem, numpy_note="1 thread", jax_name="JAX"):
-    """Print the machine line and ``<problem>, R=.., best of ..; rates in run-rounds/s (NumPy: <numpy_note>;
-    <jax_name>: <n> devices)``."""
-    m, s = report["machine"], report["settings"]
-    print(machine_line(m))
-    print(f"{problem}, R={s['runs']}, best of {s['repeats']}; rates in run-rounds/s (NumPy: {numpy_note}; "
-          f"{jax_name}: {m['jax_local_device_count']} devices)")
-
-
-def rate(x, missing="n/a"):
-    """A rate in run-rounds/s as printed (``12,345``), or ``missing`` for None."""
-    return fmt(x, ",.0f", missing)
-
-
-def print_table(rows, columns, prefix=None):
-    """Print ``rows`` as a table with a header line and a rule.
-
-    Parameters
-    ----------
-    rows : list of dict
-        One per line.
-    columns : list of (str, str, callable)
-        Per column: its title, its format spec (``">11"``, ``"<22"``) and ``cell(row) -> str``.
-    prefix : str, optional
-        With ``"jax"`` or ``"bayesfair"``: print :data:`UNRESOLVED_NOTE` after the table when a
-        row's ``<prefix>_steady_resolved`` is False.
-    """
-    head = " ".join(format(title, spec) for title, spec, _ in columns)
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(" ".join(format(cell(r), spec) for _, spec, cell in columns))
-    if prefix and any(r.get(f"{prefix}_steady_resolved") is False for r in rows):
-        print(UNRESOLVED_NOTE)
-
-
-def machine_line(m):
-    """One printed line describing the machine of a report."""
-    start, end = m.get("loadavg_at_start"), m.get("loadavg_at_end")
-    load = "" if start is None else f", load average {start[0]:.2f}" + ("" if end is None else f" -> {end[0]:.2f}")
-    return (f"machine: {m['cpu_count']} CPUs, jax.local_device_count()={m['jax_local_device_count']}, "
-            f"jax {m['jax_version']}, numpy {m['numpy_version']}, {m['platform']}{load}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,6 +479,57 @@ def _child(target, kwargs):
 
 # ---------------------------------------------------------------------------------------------
 # report
+
+
+def compare(name, numpy_values, jax_values):
+    """Mean +- s.e. over runs of a final metric from both sides: ``numpy_<name>``, ``numpy_<name>_se``,
+    ``jax_<name>``, ``jax_<name>_se`` (the statistical check; not asserted)."""
+    (nm, ns), (jm, js) = mean_se(numpy_values), mean_se(jax_values)
+    return {f"numpy_{name}": nm, f"numpy_{name}_se": ns, f"jax_{name}": jm, f"jax_{name}_se": js}
+
+
+def print_preamble(report, problem, numpy_note="1 thread", jax_name="JAX"):
+    """Print the machine line and ``<problem>, R=.., best of ..; rates in run-rounds/s (NumPy: <numpy_note>;
+    <jax_name>: <n> devices)``."""
+    m, s = report["machine"], report["settings"]
+    print(machine_line(m))
+    print(f"{problem}, R={s['runs']}, best of {s['repeats']}; rates in run-rounds/s (NumPy: {numpy_note}; "
+          f"{jax_name}: {m['jax_local_device_count']} devices)")
+
+
+def rate(x, missing="n/a"):
+    """A rate in run-rounds/s as printed (``12,345``), or ``missing`` for None."""
+    return fmt(x, ",.0f", missing)
+
+
+def print_table(rows, columns, prefix=None):
+    """Print ``rows`` as a table with a header line and a rule.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per line.
+    columns : list of (str, str, callable)
+        Per column: its title, its format spec (``">11"``, ``"<22"``) and ``cell(row) -> str``.
+    prefix : str, optional
+        With ``"jax"`` or ``"bayesfair"``: print :data:`UNRESOLVED_NOTE` after the table when a
+        row's ``<prefix>_steady_resolved`` is False.
+    """
+    head = " ".join(format(title, spec) for title, spec, _ in columns)
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(" ".join(format(cell(r), spec) for _, spec, cell in columns))
+    if prefix and any(r.get(f"{prefix}_steady_resolved") is False for r in rows):
+        print(UNRESOLVED_NOTE)
+
+
+def machine_line(m):
+    """One printed line describing the machine of a report."""
+    start, end = m.get("loadavg_at_start"), m.get("loadavg_at_end")
+    load = "" if start is None else f", load average {start[0]:.2f}" + ("" if end is None else f" -> {end[0]:.2f}")
+    return (f"machine: {m['cpu_count']} CPUs, jax.local_device_count()={m['jax_local_device_count']}, "
+            f"jax {m['jax_version']}, numpy {m['numpy_version']}, {m['platform']}{load}")
 
 
 def new_report(benchmark, argv, args, **settings):
