@@ -1,21 +1,23 @@
 """experiments/benchmarks/biased_bench.py: its NumPy reference implementations are the same
 algorithms as bayesfair's (statistical agreement, slow) and their building blocks are exact (fast)."""
 
-import importlib.util
+import importlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "biased_bench.py"
+BENCH_DIR = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("biased_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    # The benchmark scripts import their shared `harness` module from their own folder, which
+    # Python puts first on sys.path when it runs one as a script; do the same here.
+    if str(BENCH_DIR) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR))
+    return importlib.import_module("biased_bench")
 
 
 def test_sherman_morrison_tracks_the_inverse():

@@ -49,24 +49,17 @@ Usage: ``python experiments/benchmarks/biased_bench.py [--horizon T] [--runs R]
 experiments/benchmarks/README.md for measured numbers.
 """
 
-import argparse
-import datetime
-import os
 import statistics
 import sys
-import time
-from pathlib import Path
 
 import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
 
 # isort: split
+import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
 import bayesfair.policies.biased as pb
 from bayesfair.environments.biased import synthetic_biased
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fairx_ts_bench import _mean_se, _ratio, machine_info, write_json_atomic  # noqa: E402
 
 N_ARMS, N_SENSITIVE, D, MU = 10, 5, 2, 10.0
 COEF_HIGH, NOISE_SD = 10.0, 1.0
@@ -223,72 +216,39 @@ def run_jax(key, runs, horizon, seed, chunk_size):
 
     Returns
     -------
-    seconds : float
-    chunk_rate : float or None
-        Run-rounds per second between the first and the last chunk (None with one chunk).
-    finals : dict
-        ``regret``, ``true_regret``, ``sensitive_share`` ``[R]`` at T.
+    harness.Timed
+        Its ``value`` (``finals``) holds ``regret``, ``true_regret``, ``sensitive_share`` ``[R]`` at T.
     """
     env = synthetic_biased(N_ARMS, N_SENSITIVE, D, bias_mean=MU, coef_high=COEF_HIGH, noise_sd=NOISE_SD)
     merit = bayesfair.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
-    stamps = []
-    t0 = time.perf_counter()
-    ds = bayesfair.simulate(seed, env, {key: _policy(key)}, horizon, runs, merit=merit, checkpoints=[horizon],
-                            chunk_size=min(chunk_size, horizon),
-                            progress=lambda info: stamps.append((time.perf_counter(), info["done"])))
-    seconds = time.perf_counter() - t0
-    chunk_rate = None
-    if len(stamps) > 1:
-        (ta, da), (tb, db) = stamps[0], stamps[-1]
-        chunk_rate = (db - da) / (tb - ta) if tb > ta else None
-    fin = ds.sel(policy=key, checkpoint=horizon)
-    finals = {"regret": fin["regret"].values, "true_regret": fin["true_regret"].values,
-              "sensitive_share": fin["group_pulls"].values[:, 1] / horizon}
-    return seconds, chunk_rate, finals
+    call = harness.simulate(seed, env, {key: _policy(key)}, horizon, runs, merit=merit, checkpoints=[horizon],
+                            chunk_size=min(chunk_size, horizon))
+    fin = call.value.sel(policy=key, checkpoint=horizon)
+    return call._replace(value={"regret": fin["regret"].values, "true_regret": fin["true_regret"].values,
+                                "sensitive_share": fin["group_pulls"].values[:, 1] / horizon})
 
 
-def _time_jax(key, args, T):
-    """Best-of-repeats times of T and 2T (interleaved), the per-chunk rate and the finals at T."""
-    run_jax(key, args.runs, min(T, args.chunk_size), args.seed, args.chunk_size)  # untimed warm-up
-    times, chunk_rates, finals = {T: [], 2 * T: []}, [], None
-    for _ in range(args.repeats):
-        for h in (T, 2 * T):
-            seconds, chunk_rate, fin = run_jax(key, args.runs, h, args.seed, args.chunk_size)
-            times[h].append(seconds)
-            if h == T:
-                finals = fin
-            elif chunk_rate is not None:
-                chunk_rates.append(chunk_rate)
-    return times, (max(chunk_rates) if chunk_rates else None), finals
+def numpy_side(runs, horizon, seed, policy):
+    """The NumPy reference of ``policy`` ("GFTI" or "GFTS"): :func:`numpy_gfti` or :func:`numpy_gfts`."""
+    return (numpy_gfti if policy == "GFTI" else numpy_gfts)(runs, horizon, seed)
+
+
+def jax_side(runs, horizon, seed, chunk_size, policy):
+    """The JAX run of ``policy``: :func:`run_jax`."""
+    return run_jax(policy, runs, horizon, seed, chunk_size)
 
 
 def bench_policy(key, args, T):
-    """NumPy and JAX timings and the statistical cross-check of one policy at horizon T."""
-    R = args.runs
-    numpy_fn = numpy_gfti if key == "GFTI" else numpy_gfts
-    np_T = min(T, args.numpy_horizon)
-    np_times, np_out = [], None
-    for rep in range(args.repeats):
-        t0 = time.perf_counter()
-        np_out = numpy_fn(R, np_T, args.seed + rep)
-        np_times.append(time.perf_counter() - t0)
-    times, chunk_rate, finals = _time_jax(key, args, T)
-    np_s, jax_s, jax_s2 = min(np_times), min(times[T]), min(times[2 * T])
-    numpy_rate, e2e_rate = R * np_T / np_s, R * T / jax_s
-    steady_rate = R * T / (jax_s2 - jax_s) if jax_s2 > jax_s else None
-    spread = max(max(v) - min(v) for v in times.values()) if args.repeats > 1 else None
-    resolved = None if spread is None else bool(jax_s2 - jax_s > 2 * spread)
-    out = {"policy": POLICIES[key], "horizon": T, "numpy_horizon": np_T, "numpy_seconds": np_times,
-           "jax_seconds_T": times[T], "jax_seconds_2T": times[2 * T],
-           "jax_compile_seconds_estimate": 2 * jax_s - jax_s2, "numpy_rate": numpy_rate,
-           "jax_end_to_end_rate": e2e_rate, "jax_steady_rate": steady_rate, "jax_steady_resolved": resolved,
-           "jax_chunk_rate": chunk_rate, "ratio_steady": _ratio(steady_rate, numpy_rate),
-           "ratio_chunk": _ratio(chunk_rate, numpy_rate), "ratio_end_to_end": e2e_rate / numpy_rate}
-    if np_T == T:  # the cross-check needs the same horizon
+    """NumPy and JAX timings (:func:`harness.measure`) and the statistical cross-check of one policy at T."""
+    pairing = harness.Pairing(numpy_side, jax_side, {"policy": key})
+    res, np_out, calls = harness.measure(pairing, args.runs, T, repeats=args.repeats, seed=args.seed,
+                                         chunk_size=args.chunk_size, numpy_horizon=args.numpy_horizon)
+    out = {"policy": POLICIES[key], "horizon": T, **res}
+    if res["numpy_horizon"] == T:  # the cross-check needs the same horizon
         for metric in ("regret", "true_regret", "sensitive_share"):
             scale = 1.0 if metric == "sensitive_share" else 1.0 / T
-            out[f"numpy_{metric}"] = _mean_se(np_out[metric] * scale)
-            out[f"jax_{metric}"] = _mean_se(finals[metric] * scale)
+            out[f"numpy_{metric}"] = harness.mean_se(np_out[-1][metric] * scale)
+            out[f"jax_{metric}"] = harness.mean_se(calls[T][-1].value[metric] * scale)
     return out
 
 
@@ -299,39 +259,42 @@ def bench_solvers(args, T):
     try:
         for label, value in (("unrolled", default), ("lapack", 0)):
             pb._UNROLL_MAX_D = value
-            times, chunk_rate, _ = _time_jax("GFTI", args, T)
-            jax_s, jax_s2 = min(times[T]), min(times[2 * T])
-            out[label] = {"chunk_rate": chunk_rate,
-                          "steady_rate": args.runs * T / (jax_s2 - jax_s) if jax_s2 > jax_s else None}
+            timing, _ = harness.time_doubling(lambda h: run_jax("GFTI", args.runs, h, args.seed, args.chunk_size),
+                                              args.runs, T, args.repeats, warmup=min(T, args.chunk_size))
+            out[label] = {"chunk_rate": timing["jax_chunk_rate"], "steady_rate": timing["jax_steady_rate"]}
     finally:
         pb._UNROLL_MAX_D = default
     return out
 
 
 def _fmt(x, spec):
-    return "-" if x is None else format(x, spec)
+    return harness.fmt(x, spec, missing="-")
 
 
 def print_report(report):
-    a = report["args"]
-    mi = report["machine"]
-    print(f"machine: {mi['cpu_count']} CPUs, jax.local_device_count()={mi['jax_local_device_count']}, "
-          f"jax {mi['jax_version']}, numpy {mi['numpy_version']}, {mi['platform']}, "
-          f"load average {_fmt(report['load_average_at_start'], '.2f')} at start")
-    print(f"synthetic biased bandit (n={N_ARMS}, {N_SENSITIVE} sensitive, d={D}, mu={MU:g}), R={a['runs']}, "
-          f"best of {a['repeats']}; run-rounds/s (NumPy: batched over runs, 1 thread; JAX: 2 devices)")
-    head = (f"{'policy':<22}{'T':>10}{'numpy':>10}{'jax e2e':>11}{'steady':>11}{'per-chunk':>11}{'compile s':>10}"
-            f"{'steady/np':>10}{'chunk/np':>9}  target>={TARGET_RATIO:g}")
-    print(head)
-    print("-" * len(head))
-    for r in report["results"]:
-        flag = "" if r["jax_steady_resolved"] in (None, True) else "?"
-        ratio = r["ratio_steady"] if flag == "" and r["ratio_steady"] is not None else r["ratio_chunk"]
-        verdict = "-" if a["quick"] else ("MET" if ratio is not None and ratio >= TARGET_RATIO else "NOT MET")
-        print(f"{r['policy']:<22}{r['horizon']:>10,}{r['numpy_rate']:>10,.0f}{r['jax_end_to_end_rate']:>11,.0f}"
-              f"{_fmt(r['jax_steady_rate'], ',.0f') + flag:>11}{_fmt(r['jax_chunk_rate'], ',.0f'):>11}"
-              f"{r['jax_compile_seconds_estimate']:>10.1f}{_fmt(r['ratio_steady'], '.2f') + flag:>10}"
-              f"{_fmt(r['ratio_chunk'], '.2f'):>9}  {verdict}")
+    """Print the rate table per (policy, T), the cross-checks and the solver comparison.
+
+    ``report`` is what :func:`main` writes to JSON.
+    """
+    a = report["settings"]
+    harness.print_preamble(report, f"synthetic biased bandit (n={N_ARMS}, {N_SENSITIVE} sensitive, d={D}, mu={MU:g})",
+                           numpy_note="batched over runs, 1 thread")
+    rate, flag = harness.rate, harness.flag
+
+    def verdict(r):  # the steady-state ratio when resolved, else the per-chunk one
+        ratio = r["ratio_steady"] if not flag(r["jax_steady_resolved"]) and r["ratio_steady"] is not None \
+            else r["ratio_chunk"]
+        return " -" if a["quick"] else (" MET" if ratio is not None and ratio >= TARGET_RATIO else " NOT MET")
+
+    harness.print_table(report["results"], [
+        ("policy", "<21", lambda r: r["policy"]), ("T", ">9", lambda r: f"{r['horizon']:,}"),
+        ("numpy", ">9", lambda r: rate(r["numpy_rate"])), ("jax e2e", ">10", lambda r: rate(r["jax_end_to_end_rate"])),
+        ("steady", ">10", lambda r: rate(r["jax_steady_rate"], "-") + flag(r["jax_steady_resolved"])),
+        ("per-chunk", ">10", lambda r: rate(r["jax_chunk_rate"], "-")),
+        ("compile s", ">9", lambda r: _fmt(r["jax_compile_seconds_estimate"], ".1f")),
+        ("steady/np", ">9", lambda r: _fmt(r["ratio_steady"], ".2f") + flag(r["jax_steady_resolved"])),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        (f" target>={TARGET_RATIO:g}", "", verdict)])
     print("numpy: horizon min(T, --numpy-horizon); its cost per round does not grow with t. "
           "? = time(2T) - time(T) under twice the spread of the repeats (use the per-chunk rate)")
     for r in report["results"]:
@@ -351,54 +314,38 @@ def print_report(report):
             print(f"GroupFairTopInterval triangular solves at T={int(T):,}: unrolled per-chunk "
                   f"{_fmt(u['chunk_rate'], ',.0f')} (steady {_fmt(u['steady_rate'], ',.0f')}), LAPACK per-chunk "
                   f"{_fmt(lp['chunk_rate'], ',.0f')} (steady {_fmt(lp['steady_rate'], ',.0f')}); "
-                  f"unrolled / LAPACK per-chunk {_fmt(_ratio(u['chunk_rate'], lp['chunk_rate']), '.2f')}")
+                  f"unrolled / LAPACK per-chunk {_fmt(harness.ratio(u['chunk_rate'], lp['chunk_rate']), '.2f')}")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Throughput of GroupFairTopInterval and GroupFair-TS: the jitted "
-                                            "bayesfair simulator vs NumPy batched over runs.")
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
+    p = harness.parser(__doc__, "biased", runs=50, chunk_size=8192, quick_help="T = 200, R = 8, one repeat, chunk 64",
+                       seed_help="seed of the problems and both simulators")
     p.add_argument("--horizons", type=int, nargs="+", default=[1_000, 1_000_000],
                    help="rounds T (each also timed at 2T; default 1000 1000000)")
     p.add_argument("--numpy-horizon", type=int, default=20_000,
                    help="NumPy rounds at most (its per-round cost is constant; default 20000)")
-    p.add_argument("--runs", type=int, default=50, help="runs R (default 50)")
     p.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=sorted(POLICIES),
                    help="GFTI = GroupFairTopInterval, GFTS = GroupFair-TS (default both)")
-    p.add_argument("--repeats", type=int, default=3, help="timings per measurement; the best is kept (default 3)")
-    p.add_argument("--chunk-size", type=int, default=8192, help="simulate's chunk_size (default 8192)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compare-solvers", action="store_true",
                    help="also time GroupFairTopInterval with LAPACK triangular solves (at the smallest T >= 10000)")
-    p.add_argument("--quick", action="store_true", help="smoke run: T = 200, R = 8, one repeat, chunk 64")
-    p.add_argument("--out", type=Path, default=Path("results/benchmarks/biased_bench.json"),
-                   help="JSON output, written atomically")
-    args = p.parse_args(argv)
-    for name in ("runs", "repeats", "chunk_size", "numpy_horizon"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    args = harness.parse(p, argv, quick={"horizons": [200], "runs": 8, "repeats": 1, "chunk_size": 64},
+                         positive=("runs", "repeats", "chunk_size", "numpy_horizon"))
     if any(h < 2 for h in args.horizons):
         p.error(f"--horizons must be >= 2, got {args.horizons}")
-    if args.quick:
-        args.horizons, args.runs, args.repeats, args.chunk_size = [200], 8, 1, 64
     return args
 
 
 def main(argv=None):
+    """Run the benchmark on the command line ``argv``; print the report and write it to ``--out``; 0."""
     args = parse_args(argv)
-    results = [bench_policy(k, args, T) for T in args.horizons for k in args.policies]
-    solvers = {}
+    report = harness.new_report("biased", argv, args)
+    report["results"] = [bench_policy(k, args, T) for T in args.horizons for k in args.policies]
+    report["solvers"] = {}
     if args.compare_solvers:
         T = min((h for h in args.horizons if h >= 10_000), default=max(args.horizons))
-        solvers[str(T)] = bench_solvers(args, T)
-    report = {"script": "experiments/benchmarks/biased_bench.py",
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "machine": machine_info(), "args": {k: (str(v) if isinstance(v, Path) else v)
-                                                  for k, v in vars(args).items()},
-              "results": results, "solvers": solvers,
-              "load_average_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
-    print_report(report)
-    write_json_atomic(report, args.out)
-    print(f"wrote {args.out}")
+        report["solvers"][str(T)] = bench_solvers(args, T)
+    harness.finish(report, args.out, print_report)
     return 0
 
 

@@ -41,26 +41,18 @@ Usage: ``python experiments/benchmarks/bilevel_bench.py [--quick] [--horizon T] 
 See experiments/benchmarks/README.md.
 """
 
-import argparse
-import datetime
 import importlib.util
-import json
-import os
-import platform
-import sys
-import time
 from fractions import Fraction
 from pathlib import Path
 
 import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
 
 # isort: split
-import jax
+import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
 from bayesfair.metrics import bilevel_regret
 
-SCRIPT = "experiments/benchmarks/bilevel_bench.py"
 STUDY_SCRIPT = Path(__file__).resolve().parents[1] / "bilevel" / "run.py"
 SETTING_OF_K = {15: "low", 60: "high"}
 POLICIES = ("BF-UCB", "BF-TS")
@@ -303,34 +295,14 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
 
     Returns
     -------
-    seconds : float
-        Wall time of the call.
-    stamps : list of (float, int)
-        (seconds since the call started, run-rounds done) after every chunk.
-    ds : xarray.Dataset
-        The simulator's output.
+    harness.Timed
+        Wall seconds, the per-chunk time stamps and the simulator's dataset.
     """
     env = study.environment(SETTING_OF_K[k])
     pol = study.policies(BETA, with_baselines=False)[policy]
     grid = np.union1d(bayesfair.checkpoint_grid(horizon, 80), [c for c in extra_checkpoints if c <= horizon])
-    stamps = []
-    t0 = time.perf_counter()
-    ds = bayesfair.simulate(seed, env, {policy: pol}, horizon, runs, merit=study.MERIT, checkpoints=grid,
-                            chunk_size=min(chunk_size, horizon), group_floors=BETA,
-                            progress=lambda info: stamps.append((time.perf_counter() - t0, info["done"])))
-    return time.perf_counter() - t0, stamps, ds
-
-
-def _chunk_rate(stamps):
-    if len(stamps) < 2:
-        return None
-    (ta, da), (tb, db) = stamps[0], stamps[-1]
-    return (db - da) / (tb - ta) if tb > ta else None
-
-
-def _mean_se(x):
-    x = np.asarray(x, np.float64)
-    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
+    return harness.simulate(seed, env, {policy: pol}, horizon, runs, merit=study.MERIT, checkpoints=grid,
+                            chunk_size=min(chunk_size, horizon), group_floors=BETA)
 
 
 def _paired(numpy_vals, bf_vals, resolution):
@@ -341,9 +313,9 @@ def _paired(numpy_vals, bf_vals, resolution):
     quantities that are (nearly) deterministic do not produce huge z-scores from rounding alone.
     """
     a, b = np.asarray(numpy_vals, np.float64), np.asarray(bf_vals, np.float64)
-    np_mean, np_se = _mean_se(a)
-    bf_mean, bf_se = _mean_se(b)
-    diff_mean, diff_se = _mean_se(a - b)
+    np_mean, np_se = harness.mean_se(a)
+    bf_mean, bf_se = harness.mean_se(b)
+    diff_mean, diff_se = harness.mean_se(a - b)
     z = diff_mean / max(diff_se, resolution) if np.isfinite(diff_se) else None
     return {"numpy": np_mean, "numpy_se": np_se, "bayesfair": bf_mean, "bayesfair_se": bf_se,
             "diff": diff_mean, "diff_se": diff_se, "z": z}
@@ -389,12 +361,13 @@ def cross_check(np_out, ds, policy, horizon, sizes):
 def bench_one(study, policy, k, args):
     """Time bayesfair and NumPy for one (policy, K); the best of ``args.repeats`` times is kept.
 
+    bayesfair first (:func:`harness.time_doubling`: warm-up, T and 2T; with ``--quick`` T only and
+    no warm-up), then NumPy on the per-run means of bayesfair's first timed call.
+
     Parameters
     ----------
-    study : module
-        The loaded study script.
-    policy : {"BF-UCB", "BF-TS"}
-    k : {15, 60}
+    study, policy, k
+        As :func:`run_bayesfair`.
     args : argparse.Namespace
 
     Returns
@@ -404,68 +377,29 @@ def bench_one(study, policy, k, args):
     """
     T, R, T_np = args.horizon, args.runs, args.numpy_horizon
     sizes = study.SETTINGS[SETTING_OF_K[k]]["sizes"]
-    if not args.quick:  # untimed: one-time costs (JAX start-up, first use of these shapes)
-        run_bayesfair(study, policy, k, R, min(T, 1024), args.seed, 1024)
-    # --quick times T only (each call compiles; the difference method needs long horizons anyway)
-    horizons = (T,) if args.quick else (T, 2 * T)
-    times, stamps_by_call, first_ds = {h: [] for h in horizons}, {h: [] for h in horizons}, None
-    for _ in range(args.repeats):  # interleave T and 2T so slow drifts hit both alike
-        for h in horizons:
-            seconds, stamps, ds = run_bayesfair(study, policy, k, R, h, args.seed, args.chunk_size,
-                                                extra_checkpoints=[T_np])
-            times[h].append(seconds)
-            stamps_by_call[h].append(stamps)
-            if first_ds is None:
-                first_ds = ds
+    timing, calls = harness.time_doubling(
+        lambda h: run_bayesfair(study, policy, k, R, h, args.seed, args.chunk_size, extra_checkpoints=[T_np]),
+        R, T, args.repeats, warmup=None if args.quick else min(T, 1024), double=not args.quick,
+        prefix="bayesfair")
+    first_ds = calls[T][0].value
     means = first_ds["mean"].values.astype(np.float64)  # the per-run means bayesfair drew
-
-    np_times, np_cpu, np_out = [], [], None
-    for rep in range(args.repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = numpy_bilevel(policy, means, sizes, BETA, T_np, args.seed + rep, delta=study.DELTA,
-                            merit_floor=study.MERIT.params["floor"])
-        np_times.append(time.perf_counter() - t0)
-        np_cpu.append(time.process_time() - c0)
-        np_out = np_out or out
-
-    bf_s = min(times[T])
-    numpy_rate = R * T_np / min(np_times)
-    steady_rate = resolved = spread = None
-    if 2 * T in times:
-        bf_s2 = min(times[2 * T])
-        steady_rate = R * T / (bf_s2 - bf_s) if bf_s2 > bf_s else None  # None: lost in noise
-        # The difference only measures T extra rounds if it clearly exceeds the timing jitter
-        # (mostly compile time), taken as the spread of the repeated timings.
-        if args.repeats > 1:
-            spread = max(max(v) - min(v) for v in times.values())
-            resolved = bool(bf_s2 - bf_s > 2 * spread)
-    chunk_rates = [r for h in horizons for st in stamps_by_call[h] if (r := _chunk_rate(st)) is not None]
-    chunk_rate = max(chunk_rates) if chunk_rates else None
-    fixed = max(bf_s - R * T / chunk_rate, 0.0) if chunk_rate else None
+    numpy, np_out = harness.time_numpy(
+        lambda runs, horizon, seed: numpy_bilevel(policy, means, sizes, BETA, horizon, seed, delta=study.DELTA,
+                                                  merit_floor=study.MERIT.params["floor"]),
+        R, T_np, args.repeats, args.seed)
     # the rate used for the study estimate: the difference method when it is resolved
-    use_steady = steady_rate is not None and resolved is True
-    study_rate = steady_rate if use_steady else chunk_rate
+    steady_rate = timing["bayesfair_steady_rate"]
+    use_steady = steady_rate is not None and timing["bayesfair_steady_resolved"] is True
     return {
         "policy": policy,
         "k": k,
         "setting": SETTING_OF_K[k],
-        "bayesfair_seconds_T": times[T],
-        "bayesfair_seconds_2T": times.get(2 * T, []),
-        "bayesfair_end_to_end_rate": R * T / bf_s,
-        "bayesfair_steady_rate": steady_rate,
-        "bayesfair_steady_resolved": resolved,
-        "bayesfair_timing_spread_seconds": spread,
-        "bayesfair_chunk_rate": chunk_rate,
-        "bayesfair_fixed_seconds": fixed,
-        "bayesfair_study_rate": study_rate,
+        **timing,
+        "bayesfair_study_rate": steady_rate if use_steady else timing["bayesfair_chunk_rate"],
         "bayesfair_study_rate_method": "steady" if use_steady else "per-chunk",
-        "numpy_seconds": np_times,
-        "numpy_cpu_seconds": np_cpu,
-        "numpy_rate": numpy_rate,
-        "ratio_steady": None if steady_rate is None else steady_rate / numpy_rate,
-        "ratio_chunk": None if chunk_rate is None else chunk_rate / numpy_rate,
-        "ratio_end_to_end": (R * T / bf_s) / numpy_rate,
-        "cross_check": cross_check(np_out, first_ds, policy, T_np, sizes),
+        **numpy,
+        **harness.ratios(numpy["numpy_rate"], timing, "bayesfair"),
+        "cross_check": cross_check(np_out[0], first_ds, policy, T_np, sizes),
     }
 
 
@@ -504,36 +438,6 @@ def study_estimate(results, quick):
     return out
 
 
-def machine_info():
-    """CPU count, XLA devices and library versions.
-
-    Returns
-    -------
-    dict
-    """
-    return {
-        "cpu_count": os.cpu_count(),
-        "jax_local_device_count": jax.local_device_count(),
-        "jax_version": jax.__version__,
-        "numpy_version": np.__version__,
-        "bayesfair_version": bayesfair.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-    }
-
-
-def write_json_atomic(obj, path):
-    """Write ``obj`` as indented JSON to ``path`` atomically (:func:`bayesfair.io.write_text`)."""
-    from bayesfair.io import write_text
-
-    write_text(path, json.dumps(obj, indent=2) + "\n")
-
-
-def _fmt(x, spec):
-    return "n/a" if x is None else format(x, spec)
-
-
 def _verdict(r, quick):
     if quick:
         return "-"
@@ -546,35 +450,26 @@ def _verdict(r, quick):
 def print_report(report):
     """Print machine info, the rate table, the cross-check and the study estimate.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
-    m, s = report["machine"], report["settings"]
-    print(f"machine: {m['cpu_count']} CPUs, jax.local_device_count()={m['jax_local_device_count']}, "
-          f"jax {m['jax_version']}, numpy {m['numpy_version']}, {m['platform']}, "
-          f"load average {report['machine']['loadavg_at_start'][0]:.2f} at start")
-    print(f"bi-level study configuration, beta = {BETA}, f(mu) = mu, delta = 0.01, R={s['runs']}; "
-          f"best of {s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; bayesfair: "
-          f"{m['jax_local_device_count']} devices)")
+    s, _fmt = report["settings"], harness.fmt
+    harness.print_preamble(report, f"bi-level study configuration, beta = {BETA}, f(mu) = mu, delta = 0.01",
+                           jax_name="bayesfair")
     bf_h = f"T={s['horizon']}" + ("" if s["quick"] else " and 2T")
     print(f"horizons: bayesfair {bf_h} (chunk {s['chunk_size']}), NumPy T={s['numpy_horizon']}; "
           "rates are per run-round and NumPy's cost per round does not grow with t, so the shorter NumPy "
           "horizon favours neither side")
-    head = (f"{'policy':<7} {'K':>3} {'bf steady':>11} {'(per-chunk)':>11} {'compile s':>9} {'numpy':>10} "
-            f"{'steady/np':>9} {'chunk/np':>8} {'e2e/np':>7}  target>={TARGET_RATIO:g}")
-    print(head)
-    print("-" * len(head))
-    for r in report["results"]:
-        flag = "?" if r["bayesfair_steady_resolved"] is False else ""
-        print(f"{r['policy']:<7} {r['k']:>3} {_fmt(r['bayesfair_steady_rate'], ',.0f') + flag:>11} "
-              f"{_fmt(r['bayesfair_chunk_rate'], ',.0f'):>11} {_fmt(r['bayesfair_fixed_seconds'], '.1f'):>9} "
-              f"{r['numpy_rate']:>10,.0f} {_fmt(r['ratio_steady'], '.2f') + flag:>9} "
-              f"{_fmt(r['ratio_chunk'], '.2f'):>8} {r['ratio_end_to_end']:>7.2f}  {_verdict(r, s['quick'])}")
-    if any(r["bayesfair_steady_resolved"] is False for r in report["results"]):
-        print("? time(2T) - time(T) is under twice the spread of repeated timings (compile-time jitter):"
-              " not resolved; use the per-chunk rate or a longer --horizon")
+    rate, flag = harness.rate, harness.flag
+    harness.print_table(report["results"], [
+        ("policy", "<7", lambda r: r["policy"]), ("K", ">3", lambda r: r["k"]),
+        ("bf steady", ">11", lambda r: rate(r["bayesfair_steady_rate"]) + flag(r["bayesfair_steady_resolved"])),
+        ("(per-chunk)", ">11", lambda r: rate(r["bayesfair_chunk_rate"])),
+        ("compile s", ">9", lambda r: _fmt(r["bayesfair_fixed_seconds"], ".1f")),
+        ("numpy", ">10", lambda r: rate(r["numpy_rate"])),
+        ("steady/np", ">9", lambda r: _fmt(r["ratio_steady"], ".2f") + flag(r["bayesfair_steady_resolved"])),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        ("e2e/np", ">7", lambda r: _fmt(r["ratio_end_to_end"], ".2f")),
+        (f" target>={TARGET_RATIO:g}", "", lambda r: " " + _verdict(r, s["quick"]))], prefix="bayesfair")
     print("compile s = time(T) - R T / per-chunk rate: tracing, compilation and per-call set-up, paid once per "
           "simulate call")
     print("cross-check on the same per-run means (mean +- s.e. over runs; paired z of NumPy - bayesfair; "
@@ -606,89 +501,41 @@ def print_report(report):
         print(f"  {policy}: bayesfair {e['bayesfair_hours']:.2f} h, NumPy (1 thread) {e['numpy_hours']:.2f} h; "
               f"target < {e['target_hours']:g} h: {verdict}")
     if s["quick"]:
-        print("(--quick smoke run: the numbers above are not meaningful)")
+        print(harness.QUICK_NOTE)
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    argparse.Namespace
-    """
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
+    p = harness.parser(__doc__, "bilevel", runs=50, chunk_size=65_536,
+                       quick_help="T=2048 (NumPy too), chunk size 512, one repeat, no warm-up, no 2T call (so no "
+                                  "difference-method rate)")
     p.add_argument("--horizon", type=int, default=2**17, help="bayesfair rounds T (and 2T); default 2^17")
     p.add_argument("--numpy-horizon", type=int, default=2**14,
                    help="NumPy rounds (<= T; also the cross-check's round); default 2^14")
-    p.add_argument("--runs", type=int, default=50, help="runs R (default 50, the study's)")
     p.add_argument("--arms", type=int, nargs="+", default=[15, 60], choices=sorted(SETTING_OF_K),
                    help="values of K (default 15 60)")
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES,
                    help="default: BF-UCB BF-TS")
-    p.add_argument("--repeats", type=int, default=3, help="timings per measurement; the best is kept")
-    p.add_argument("--chunk-size", type=int, default=65_536, help="simulate's chunk_size (default 65536, the "
-                   "study's at paper scale)")
-    p.add_argument("--seed", type=int, default=0, help="seed of both simulators")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: T=2048 (NumPy too), chunk size 512, one repeat, no warm-up, no 2T "
-                   "call (so no difference-method rate)")
-    p.add_argument("--out", type=Path, default=Path("results/benchmarks/bilevel_bench.json"),
-                   help="JSON output (default results/benchmarks/bilevel_bench.json)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.horizon, args.numpy_horizon, args.chunk_size, args.repeats = 2048, 2048, 512, 1
-    for name in ("horizon", "numpy_horizon", "runs", "repeats", "chunk_size"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = harness.parse(p, argv, quick={"horizon": 2048, "numpy_horizon": 2048, "chunk_size": 512, "repeats": 1},
+                         positive=("horizon", "numpy_horizon", "runs", "repeats", "chunk_size"))
     if args.numpy_horizon > args.horizon:
         p.error("--numpy-horizon must be <= --horizon (the cross-check reads bayesfair at that round)")
-    if args.runs < 2 or args.seed < 0:
-        p.error("--runs must be >= 2 and --seed >= 0")
+    if args.runs < 2:
+        p.error(f"--runs must be >= 2 (the cross-check's standard errors), got {args.runs}")
     return args
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
     study = load_study()
-    load_start = list(os.getloadavg())
-    results = [bench_one(study, policy, k, args) for policy in args.policies for k in args.arms]
-    report = {
-        "benchmark": "bilevel",
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", SCRIPT, *(sys.argv[1:] if argv is None else argv)]),
-        "settings": {"horizon": args.horizon, "numpy_horizon": args.numpy_horizon, "runs": args.runs,
-                     "arms": args.arms, "policies": args.policies, "repeats": args.repeats,
-                     "chunk_size": args.chunk_size, "seed": args.seed, "quick": args.quick, "beta": list(BETA),
-                     "delta": study.DELTA, "merit": study.MERIT.describe(), "bf_ucb_steps": 0,
-                     "prior": [1.0, 1.0], "study_script": "experiments/bilevel/run.py",
-                     "target_ratio": TARGET_RATIO},
-        # 1/5/15-minute load averages: other work on the machine skews the timings
-        "machine": {**machine_info(), "loadavg_at_start": load_start, "loadavg_at_end": list(os.getloadavg())},
-        "results": results,
-        "study": STUDY,
-        "study_estimate": study_estimate(results, args.quick),
-    }
-    print_report(report)
-    write_json_atomic(report, args.out)
-    print(f"wrote {args.out}")
-    return report
+    report = harness.new_report("bilevel", argv, args, beta=list(BETA), delta=study.DELTA,
+                                merit=study.MERIT.describe(), bf_ucb_steps=0, prior=[1.0, 1.0],
+                                study_script="experiments/bilevel/run.py", target_ratio=TARGET_RATIO)
+    report["results"] = results = [bench_one(study, policy, k, args) for policy in args.policies for k in args.arms]
+    report["study"] = STUDY
+    report["study_estimate"] = study_estimate(results, args.quick)
+    return harness.finish(report, args.out, print_report)
 
 
 if __name__ == "__main__":

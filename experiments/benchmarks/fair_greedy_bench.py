@@ -36,27 +36,20 @@ Usage: ``python experiments/benchmarks/fair_greedy_bench.py [--horizons T ...] [
 [--out FILE]``. See experiments/benchmarks/README.md for measured numbers.
 """
 
-import argparse
-import datetime
-import os
 import sys
 import time
-from pathlib import Path
 
 import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
 
 # isort: split
+import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
 from bayesfair.environments import group_meritocratic as gm
 from bayesfair.policies import group_meritocratic as gp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fairx_ts_bench import machine_info, write_json_atomic  # noqa: E402
-
 LAM, RHO, NOISE_SD, BIAS_STEP = 0.1, 0.1, 2.0, 3.0
 TARGET_RATIO = 3.0
-SCRIPT = "experiments/benchmarks/fair_greedy_bench.py"
 
 
 def _cdf_tables(weights, offsets, n_grid=2 ** 14):
@@ -148,23 +141,22 @@ def numpy_fair_greedy(runs, horizon, seed):
 def run_jax(runs, horizon, seed, chunk_size, block):
     """One timed ``bayesfair.simulate`` call of Fair-Greedy (compilation included).
 
+    Parameters
+    ----------
+    runs, horizon, seed, chunk_size : int
+    block : int or None
+        Fair-Greedy's block (None: ``default_block(T)``).
+
     Returns
     -------
-    seconds : float
-    stamps : list of (float, int)
-        (time, run-rounds done) after every chunk.
-    fair_regret : numpy.ndarray
-        ``[R]`` fair pseudo-regret at T.
+    harness.Timed
+        Its ``value`` is the ``[R]`` fair pseudo-regret at T.
     """
     env = gm.gmf_synthetic()
     policy = gp.fair_greedy(horizon, lam=LAM, rho=RHO, block=block)
-    stamps = []
-    t0 = time.perf_counter()
-    ds = bayesfair.simulate(seed, env, {"Fair-Greedy": policy}, horizon, runs, merit=bayesfair.merit.exponential(1.0),
-                            checkpoints=[horizon], chunk_size=chunk_size,
-                            progress=lambda info: stamps.append((time.perf_counter(), info["done"])))
-    seconds = time.perf_counter() - t0
-    return seconds, stamps, ds["fair_regret"].sel(policy="Fair-Greedy").values[:, -1], policy.config["block"]
+    call = harness.simulate(seed, env, {"Fair-Greedy": policy}, horizon, runs,
+                            merit=bayesfair.merit.exponential(1.0), checkpoints=[horizon], chunk_size=chunk_size)
+    return call._replace(value=call.value["fair_regret"].sel(policy="Fair-Greedy").values[:, -1])
 
 
 def run_jax_scan(runs, horizon, seed, block):
@@ -219,11 +211,6 @@ def run_jax_scan(runs, horizon, seed, block):
     return t1 - t0, time.perf_counter() - t1, out
 
 
-def _mean_se(x):
-    x = np.asarray(x, np.float64)
-    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
-
-
 def _cost_fit(stamps, runs, chunk_size):
     """Least-squares fit of seconds per round (all runs) = a + b t over the chunks after the first."""
     if len(stamps) < 3:
@@ -240,28 +227,26 @@ def _cost_fit(stamps, runs, chunk_size):
 
 
 def bench_horizon(horizon, args):
-    """Time NumPy, the plain JAX scan and (up to ``--simulator-max-horizon``) the simulator at one T."""
+    """Time NumPy, the plain JAX scan and (up to ``--simulator-max-horizon``) the simulator at one T.
+
+    The simulator is timed at T only (:func:`harness.time_doubling` without 2T, after a warm-up
+    of ``min(T, 2 chunk)`` rounds): its per-round cost grows with t, so there is no steady state.
+    """
     runs = args.runs
-    np_times = []
-    for rep in range(args.repeats):
-        t0 = time.perf_counter()
-        np_out = numpy_fair_greedy(runs, horizon, args.seed + rep)
-        np_times.append(time.perf_counter() - t0)
-    numpy_rate = runs * horizon / min(np_times)
-    np_fr, np_fr_se = _mean_se(np_out["fair_regret"] / horizon)
+    numpy, np_out = harness.time_numpy(numpy_fair_greedy, runs, horizon, args.repeats, args.seed)
+    np_fr, np_fr_se = harness.mean_se(np_out[-1]["fair_regret"] / horizon)
     scan = [run_jax_scan(runs, horizon, args.seed, args.block) for _ in range(args.repeats)]
     scan_compile, scan_seconds, scan_fr = min(scan, key=lambda x: x[1])
     scan_rate = runs * horizon / scan_seconds
     out = {
         "horizon": horizon,
         "block": gp.fair_greedy(horizon, block=args.block).config["block"],
-        "numpy_seconds": np_times,
-        "numpy_rate": numpy_rate,
+        **numpy,
         "jax_scan_compile_seconds": scan_compile,
         "jax_scan_seconds": scan_seconds,
         "jax_scan_rate": scan_rate,
-        "ratio_scan": scan_rate / numpy_rate,
-        "jax_scan_fair_regret_per_T": _mean_se(scan_fr / horizon)[0],
+        "ratio_scan": scan_rate / numpy["numpy_rate"],
+        "jax_scan_fair_regret_per_T": harness.mean_se(scan_fr / horizon)[0],
         "numpy_fair_regret_per_T": np_fr,
         "numpy_fair_regret_per_T_se": np_fr_se,
         "simulator_skipped": horizon > args.simulator_max_horizon,
@@ -271,52 +256,34 @@ def bench_horizon(horizon, args):
     if out["simulator_skipped"]:
         return out
     chunk = min(args.chunk_size, horizon)
-    run_jax(runs, min(horizon, 2 * chunk), args.seed, chunk, args.block)  # untimed warm-up
-    best = None
-    for _ in range(args.repeats):
-        seconds, stamps, fr, _ = run_jax(runs, horizon, args.seed, chunk, args.block)
-        if best is None or seconds < best[0]:
-            best = (seconds, stamps, fr)
-    seconds, stamps, jax_fr = best
-    e2e_rate = runs * horizon / seconds
-    chunk_rate = None
-    if len(stamps) > 1:
-        (ta, da), (tb, db) = stamps[0], stamps[-1]
-        chunk_rate = (db - da) / (tb - ta)
-    jx_fr, jx_fr_se = _mean_se(jax_fr / horizon)
+    timing, calls = harness.time_doubling(lambda h: run_jax(runs, h, args.seed, chunk, args.block), runs, horizon,
+                                          args.repeats, warmup=min(horizon, 2 * chunk), double=False)
+    best = min(calls[horizon], key=lambda c: c.seconds)
+    jx_fr, jx_fr_se = harness.mean_se(best.value / horizon)
     out.update({
-        "jax_seconds": seconds,
-        "jax_end_to_end_rate": e2e_rate,
-        "jax_chunk_rate": chunk_rate,
-        "ratio_end_to_end": e2e_rate / numpy_rate,
-        "ratio_chunk": None if chunk_rate is None else chunk_rate / numpy_rate,
-        "jax_cost_fit": _cost_fit(stamps, runs, chunk),
+        **timing,
+        "jax_seconds": best.seconds,
+        **harness.ratios(numpy["numpy_rate"], timing),
+        "jax_cost_fit": _cost_fit(best.stamps, runs, chunk),
         "jax_fair_regret_per_T": jx_fr,
         "jax_fair_regret_per_T_se": jx_fr_se,
     })
     return out
 
 
-def _fmt(x, spec):
-    return "n/a" if x is None else format(x, spec)
-
-
 def print_report(report):
     """Print machine info, the rate table, the cost fit and the statistical check."""
-    m, s = report["machine"], report["settings"]
-    print(f"machine: {m['cpu_count']} CPUs, jax.local_device_count()={m['jax_local_device_count']}, "
-          f"jax {m['jax_version']}, numpy {m['numpy_version']}, {m['platform']}; load average "
-          f"{m['loadavg_at_start'][0]:.2f} -> {m['loadavg_at_end'][0]:.2f}")
-    print(f"Fair-Greedy, Section 6 problem (K=4, d=17), lambda={LAM}, rho={RHO}, R={s['runs']}, best of "
-          f"{s['repeats']}; rates in run-rounds/s (NumPy: 1 thread; JAX: {m['jax_local_device_count']} devices)")
-    head = (f"{'T':>7} {'block':>6} {'numpy':>9} {'jax e2e':>9} {'(per-chunk)':>11} {'jax scan':>9} "
-            f"{'e2e/np':>7} {'chunk/np':>8} {'scan/np':>8}")
-    print(head)
-    print("-" * len(head))
-    for r in report["results"]:
-        print(f"{r['horizon']:>7} {r['block']:>6} {r['numpy_rate']:>9,.0f} {_fmt(r['jax_end_to_end_rate'], ',.0f'):>9} "
-              f"{_fmt(r['jax_chunk_rate'], ',.0f'):>11} {r['jax_scan_rate']:>9,.0f} "
-              f"{_fmt(r['ratio_end_to_end'], '.2f'):>7} {_fmt(r['ratio_chunk'], '.2f'):>8} {r['ratio_scan']:>8.2f}")
+    s, _fmt = report["settings"], harness.fmt
+    harness.print_preamble(report, f"Fair-Greedy, Section 6 problem (K=4, d=17), lambda={LAM}, rho={RHO}")
+    rate = harness.rate
+    harness.print_table(report["results"], [
+        ("T", ">7", lambda r: r["horizon"]), ("block", ">6", lambda r: r["block"]),
+        ("numpy", ">9", lambda r: rate(r["numpy_rate"])), ("jax e2e", ">9", lambda r: rate(r["jax_end_to_end_rate"])),
+        ("(per-chunk)", ">11", lambda r: rate(r["jax_chunk_rate"])),
+        ("jax scan", ">9", lambda r: rate(r["jax_scan_rate"])),
+        ("e2e/np", ">7", lambda r: _fmt(r["ratio_end_to_end"], ".2f")),
+        ("chunk/np", ">8", lambda r: _fmt(r["ratio_chunk"], ".2f")),
+        ("scan/np", ">8", lambda r: _fmt(r["ratio_scan"], ".2f"))])
     print("(jax scan: the policy in a plain lax.scan, compile excluded; see run_jax_scan. n/a: simulator not run "
           f"above T={s['simulator_max_horizon']}, see --simulator-max-horizon)")
     print("cost per round (JAX, all runs) = a + b t, fitted to the chunk timings:")
@@ -343,75 +310,40 @@ def print_report(report):
         verdict = ", ".join(f"T={h}: {v:.2f}" for h, v in t["ratio_scan"].items())
         verdict += f" -> {'MET' if t['met'] else 'NOT MET'} (through the simulator, per chunk: " + ", ".join(
             f"T={h}: {_fmt(v, '.2f')}" for h, v in t["ratio_chunk"].items()) + ")"
-    print(f"target: jax scan / numpy >= {TARGET_RATIO:g} at every T: {verdict}")
-    if s["quick"]:
-        print("(--quick smoke run: the numbers above are not meaningful)")
+    harness.print_target(f"jax scan / numpy >= {TARGET_RATIO:g} at every T: {verdict}", s["quick"])
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
+    p = harness.parser(__doc__, "fair_greedy", runs=10, repeats=1, quick_help="T = 1000 and 2000, chunk size 256")
     p.add_argument("--horizons", type=int, nargs="+", default=[10_000, 100_000],
                    help="values of T (default 10000 100000)")
-    p.add_argument("--runs", type=int, default=10, help="runs R (default 10)")
-    p.add_argument("--repeats", type=int, default=1, help="timings per measurement; the best is kept (default 1)")
-    p.add_argument("--chunk-size", type=int, default=1024, help="simulate's chunk_size (default 1024)")
     p.add_argument("--block", type=int, default=None, help="Fair-Greedy's block (default: default_block(T))")
-    p.add_argument("--seed", type=int, default=0, help="seed of both simulators")
     p.add_argument("--simulator-max-horizon", type=int, default=20_000,
                    help="time bayesfair.simulate only up to this T (default 20000): its per-round lax.cond copies "
                         "the whole history buffer twice per round, O(T) per round, hours at T = 1e5")
-    p.add_argument("--quick", action="store_true", help="tiny smoke run: T = 1000 and 2000, chunk size 256")
-    p.add_argument("--out", type=Path, default=Path("results/benchmarks/fair_greedy_bench.json"),
-                   help="JSON output (default results/benchmarks/fair_greedy_bench.json)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.horizons, args.chunk_size, args.repeats = [1000, 2000], 256, 1
-    for name in ("runs", "repeats", "chunk_size"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if min(args.horizons) < 1 or args.seed < 0 or (args.block is not None and args.block < 1):
-        p.error("--horizons and --block must be >= 1 and --seed >= 0")
+    args = harness.parse(p, argv, quick={"horizons": [1000, 2000], "chunk_size": 256, "repeats": 1},
+                         positive=("runs", "repeats", "chunk_size", "horizons"))
+    if args.block is not None and args.block < 1:
+        p.error(f"--block must be >= 1, got {args.block}")
     return args
 
 
 def main(argv=None):
-    """Run the benchmark, print the report and write it to JSON.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The report written to ``--out``.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
-    load_start = list(os.getloadavg())
+    report = harness.new_report("fair_greedy", argv, args, lam=LAM, rho=RHO,
+                                problem="gmf_synthetic (Section 6), K=4, d=17")
     results = []
     for h in args.horizons:
         sys.stderr.write(f"fair_greedy_bench: T={h} ...\n")
         results.append(bench_horizon(h, args))
     ratios = {r["horizon"]: r["ratio_scan"] for r in results}
-    met = None if args.quick else all(v >= TARGET_RATIO for v in ratios.values())
-    report = {
-        "benchmark": "fair_greedy",
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", SCRIPT, *(sys.argv[1:] if argv is None else argv)]),
-        "settings": {"horizons": args.horizons, "runs": args.runs, "repeats": args.repeats,
-                     "chunk_size": args.chunk_size, "block": args.block, "seed": args.seed, "quick": args.quick,
-                     "simulator_max_horizon": args.simulator_max_horizon,
-                     "lam": LAM, "rho": RHO, "problem": "gmf_synthetic (Section 6), K=4, d=17"},
-        "machine": {**machine_info(), "loadavg_at_start": load_start, "loadavg_at_end": list(os.getloadavg())},
-        "results": results,
-        "target": {"min_ratio": TARGET_RATIO, "ratio_scan": ratios, "met": met,
-                   "ratio_chunk": {r["horizon"]: r["ratio_chunk"] for r in results}},
-    }
-    print_report(report)
-    write_json_atomic(report, args.out)
-    print(f"wrote {args.out}")
-    return report
+    report["results"] = results
+    report["target"] = {"min_ratio": TARGET_RATIO, "ratio_scan": ratios,
+                        "met": None if args.quick else all(v >= TARGET_RATIO for v in ratios.values()),
+                        "ratio_chunk": {r["horizon"]: r["ratio_chunk"] for r in results}}
+    return harness.finish(report, args.out, print_report)
 
 
 if __name__ == "__main__":

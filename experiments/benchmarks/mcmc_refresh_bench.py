@@ -24,17 +24,12 @@ Usage: ``python experiments/benchmarks/mcmc_refresh_bench.py [--quick] [--out FI
 See experiments/benchmarks/README.md for measured numbers.
 """
 
-import argparse
-import datetime
-import json
-import os
-import platform
 import time
-from pathlib import Path
 
 import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
 
 # isort: split
+import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import jax
 import numpy as np
 
@@ -80,19 +75,11 @@ def run_simulation(posterior, means, args):
     """
     env = bayesfair.bernoulli_arms(means)
     merit = bayesfair.merit.exponential(MERIT_C)
-    stamps = []
-    t0 = time.perf_counter()
-    ds = bayesfair.simulate(args.seed, env, {"p": bayesfair.fairx_ts(posterior, merit)}, args.horizon, args.runs,
-                            merit=merit, checkpoints=[args.horizon], chunk_size=args.chunk_size,
-                            progress=lambda info: stamps.append((time.perf_counter(), info["done"])))
-    seconds = time.perf_counter() - t0
-    chunk_rate = None
-    if len(stamps) > 1:
-        (ta, da), (tb, db) = stamps[0], stamps[-1]
-        chunk_rate = (db - da) / (tb - ta)
-    fr = ds["fairness_regret"].isel(checkpoint=-1).values / args.horizon
-    return {"seconds": seconds, "end_to_end_rate": args.runs * args.horizon / seconds, "chunk_rate": chunk_rate,
-            "fairness_regret_per_T": float(fr.mean())}
+    call = harness.simulate(args.seed, env, {"p": bayesfair.fairx_ts(posterior, merit)}, args.horizon, args.runs,
+                            merit=merit, checkpoints=[args.horizon], chunk_size=args.chunk_size)
+    fr = call.value["fairness_regret"].isel(checkpoint=-1).values / args.horizon
+    return {"seconds": call.seconds, "end_to_end_rate": args.runs * args.horizon / call.seconds,
+            "chunk_rate": harness.chunk_rate(call.stamps), "fairness_regret_per_T": float(fr.mean())}
 
 
 def time_refresh(posterior, means, args):
@@ -121,79 +108,37 @@ def time_refresh(posterior, means, args):
     return {"seconds_all_runs": best, "seconds_per_run": best / args.runs, "compile_seconds": first - best}
 
 
-def machine_info():
-    """CPU count, XLA devices, versions and load averages.
-
-    Returns
-    -------
-    dict
-    """
-    return {
-        "cpu_count": os.cpu_count(),
-        "jax_local_device_count": jax.local_device_count(),
-        "jax_version": jax.__version__,
-        "bayesfair_version": bayesfair.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
-
-
-def write_json_atomic(obj, path):
-    """Write ``obj`` as indented JSON to ``path`` atomically (:func:`bayesfair.io.write_text`)."""
-    from bayesfair.io import write_text
-
-    write_text(path, json.dumps(obj, indent=2) + "\n")
-
-
-def _fmt(x, spec):
-    return "n/a" if x is None else format(x, spec)
-
-
 def print_report(report):
     """Print the settings and one table row per (model, B), the conjugate path first.
 
-    Parameters
-    ----------
-    report : dict
-        What :func:`main` writes to JSON.
+    ``report`` is what :func:`main` writes to JSON.
     """
     s, m = report["settings"], report["machine"]
     label = "QUICK (smoke-size, not representative) " if s["quick"] else ""
     print(f"{label}MCMC fallback cost: FairX-TS, K={s['arms']}, R={s['runs']}, T={s['horizon']}, "
           f"chunk {s['chunk_size']}, NUTS warmup {s['num_warmup']} + {s['num_samples']} draws x "
           f"{s['num_chains']} chain(s); {m['cpu_count']} CPUs, {m['jax_local_device_count']} devices, "
-          f"load {m['load_average']}")
-    head = (f"{'posterior':<22} {'B':>6} {'refreshes':>9} {'s/refresh(R runs)':>17} {'s/refresh/run':>13} "
-            f"{'rate (chunk)':>13} {'rate (e2e)':>11} {'slowdown':>9} {'FR/T':>7}")
-    print(head)
-    print("-" * len(head))
-    c = report["conjugate"]
-    print(f"{'conjugate':<22} {'-':>6} {'-':>9} {'-':>17} {'-':>13} {_fmt(c['chunk_rate'], ',.0f'):>13} "
-          f"{c['end_to_end_rate']:>11,.0f} {'1.00':>9} {c['fairness_regret_per_T']:>7.3f}")
-    for r in report["results"]:
-        print(f"{r['model']:<22} {r['refresh_every']:>6} {r['refreshes']:>9} "
-              f"{r['refresh']['seconds_all_runs']:>17.4f} {r['refresh']['seconds_per_run']:>13.4f} "
-              f"{_fmt(r['chunk_rate'], ',.0f'):>13} {r['end_to_end_rate']:>11,.0f} "
-              f"{_fmt(r['slowdown'], '.1f'):>9} {r['fairness_regret_per_T']:>7.3f}")
+          f"load {m['loadavg_at_start']}")
+    fmt = harness.fmt
+    conjugate = {"model": "conjugate", "refresh": {}, "slowdown": 1.0, **report["conjugate"]}
+    harness.print_table([conjugate, *report["results"]], [
+        ("posterior", "<22", lambda r: r["model"]), ("B", ">6", lambda r: r.get("refresh_every", "-")),
+        ("refreshes", ">9", lambda r: r.get("refreshes", "-")),
+        ("s/refresh(R runs)", ">17", lambda r: fmt(r["refresh"].get("seconds_all_runs"), ".4f", "-")),
+        ("s/refresh/run", ">13", lambda r: fmt(r["refresh"].get("seconds_per_run"), ".4f", "-")),
+        ("rate (chunk)", ">13", lambda r: harness.rate(r["chunk_rate"])),
+        ("rate (e2e)", ">11", lambda r: harness.rate(r["end_to_end_rate"])),
+        ("slowdown", ">9", lambda r: fmt(r["slowdown"], ".2f" if r["model"] == "conjugate" else ".1f")),
+        ("FR/T", ">7", lambda r: f"{r['fairness_regret_per_T']:.3f}")])
     if s["quick"]:
         print("(--quick: tiny horizon and runs; compile time and load dominate, use only as a smoke test)")
 
 
 def parse_args(argv=None):
-    """Parse the command line.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-
-    Returns
-    -------
-    argparse.Namespace
-    """
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """The command line ``argv`` (default ``sys.argv[1:]``), parsed by :func:`harness.parse`."""
+    p = harness.parser(__doc__, "mcmc_refresh", runs=8, chunk_size=1000,
+                       quick_help="K=5, R=2, T=1000, chunk 250, one repeat")
     p.add_argument("--horizon", type=int, default=5000, help="rounds T (default 5000)")
-    p.add_argument("--runs", type=int, default=8, help="runs R (default 8)")
     p.add_argument("--arms", type=int, default=10, help="arms K (default 10)")
     p.add_argument("--refresh-every", type=int, nargs="+", default=[10, 100, 1000], help="values of B")
     p.add_argument("--models", nargs="+", default=["mcmc_beta_bernoulli"],
@@ -201,35 +146,15 @@ def parse_args(argv=None):
     p.add_argument("--num-warmup", type=int, default=100)
     p.add_argument("--num-samples", type=int, default=100)
     p.add_argument("--num-chains", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3, help="timed refresh calls; the best is kept")
-    p.add_argument("--chunk-size", type=int, default=1000, help="simulate's chunk_size")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/benchmarks/mcmc_refresh_bench.json"))
-    p.add_argument("--quick", action="store_true", help="smoke run: K=5, R=2, T=1000, chunk 250, one repeat")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.horizon, args.runs, args.arms, args.chunk_size, args.repeats = 1000, 2, 5, 250, 1
-    for name in ("horizon", "runs", "arms", "num_samples", "num_chains", "repeats", "chunk_size"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if any(b < 1 for b in args.refresh_every):
-        p.error("--refresh-every values must be >= 1")
-    return args
+    return harness.parse(p, argv, quick={"horizon": 1000, "runs": 2, "arms": 5, "chunk_size": 250, "repeats": 1},
+                         positive=("horizon", "runs", "arms", "num_samples", "num_chains", "repeats", "chunk_size",
+                                   "refresh_every"))
 
 
 def main(argv=None):
-    """Run the benchmark, print the table and write the JSON report.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-
-    Returns
-    -------
-    dict
-        The report.
-    """
+    """Run the benchmark on the command line ``argv``; print the report, write it to ``--out`` and return it."""
     args = parse_args(argv)
+    report = harness.new_report("mcmc_refresh", argv, args)
     means = np.random.default_rng(args.seed).uniform(0.1, 0.9, args.arms)
     conj = run_simulation(bayesfair.beta_bernoulli(), means, args)
     results = []
@@ -241,17 +166,8 @@ def main(argv=None):
                         if conj["chunk_rate"] and sim["chunk_rate"] else None)
             results.append({"model": model, "refresh_every": b, "refreshes": args.horizon // b,
                             "refresh": time_refresh(post, means, args), **sim, "slowdown": slowdown})
-    report = {
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "machine": machine_info(),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "means": means.tolist(),
-        "conjugate": conj,
-        "results": results,
-    }
-    print_report(report)
-    write_json_atomic(report, args.out)
-    return report
+    report.update(means=means.tolist(), conjugate=conj, results=results)
+    return harness.finish(report, args.out, print_report)
 
 
 if __name__ == "__main__":
