@@ -61,13 +61,12 @@ about psi, where the centred psi ~ N(0, s^2 I) makes the funnel that stalls NUTS
 Adult with 5 race groups). With ``sufficient=True`` the likelihood is written
 through each arm's sufficient statistics (N_i, X_i'X_i, X_i'y_i, y_i'y_i), which is the same
 density up to a constant and makes NUTS cost independent of the number of rows.
-:func:`fit_nuts` runs it.
+:func:`bayesfair.fitting.fit_nuts` runs it (host-side fits live in :mod:`bayesfair.fitting`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -77,21 +76,18 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular
 
 from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair.posteriors.base import Outcome, fit_outcomes, init_size
 from bayesfair.posteriors.linear import chol_rank_one_update
 
 __all__ = [
-    "GroupBiasData",
     "GroupBiasDraw",
     "GroupBiasLayout",
     "GroupBiasPosterior",
     "GroupBiasState",
     "CollapsedState",
-    "NutsFit",
     "batch_group_bias",
     "check_bias_groups",
     "fit_group_bias",
-    "fit_nuts",
-    "group_bias_data",
     "group_bias_layout",
     "group_bias_model",
     "group_bias_posterior",
@@ -261,13 +257,17 @@ class GroupBiasPosterior(NamedTuple):
     method : str
         ``"joint"`` (:class:`GroupBiasState`) or ``"collapsed"`` (:class:`CollapsedState`).
     init : callable
-        ``init() -> state``: the prior.
+        ``init(spec=None) -> state``: the prior (the layout is fixed at construction; a given
+        :class:`~bayesfair.types.Spec` or arm count is checked against it).
     update : callable
-        ``update(state, arm, x [d], y) -> state``: one observation (rank-one update).
+        ``update(state, Outcome(y, arm=a, x=x [d])) -> state``: one observation (rank-one update).
     sample : callable
         ``sample(key, state) -> GroupBiasDraw``: one exact joint posterior draw.
     mean : callable
         ``mean(state) -> GroupBiasDraw``: posterior means.
+    variance : callable
+        ``variance(state) -> GroupBiasDraw``: marginal posterior variances (the diagonal of
+        ``theta_cov``; the reference group's psi is 0).
     theta_mean, theta_cov : callable
         ``(state) -> [D]`` / ``[D, D]``: the joint posterior mean and covariance of theta.
     psi_cov : callable
@@ -279,14 +279,22 @@ class GroupBiasPosterior(NamedTuple):
         Lambda_0 ``[D, D]`` and eta_0 ``[D]`` of theta (float64).
     params : dict
         Hyper-parameters (JSON-friendly).
+    name, rewards : str
+        ``"group_bias_posterior"`` and ``"real"`` (Gaussian rewards).
+    dims : dict
+        Dimension names of a draw's fields: ``beta_bar`` (feature), ``beta`` (arm, feature),
+        ``psi`` (group, feature).
+
+    The same protocol as every family (:mod:`bayesfair.posteriors.base`).
     """
 
     layout: GroupBiasLayout
     method: str
-    init: Callable[[], Any]
-    update: Callable[[Any, Any, Any, Any], Any]
+    init: Callable[..., Any]
+    update: Callable[[Any, Outcome], Any]
     sample: Callable[[jax.Array, Any], GroupBiasDraw]
     mean: Callable[[Any], GroupBiasDraw]
+    variance: Callable[[Any], GroupBiasDraw]
     theta_mean: Callable[[Any], jax.Array]
     theta_cov: Callable[[Any], jax.Array]
     psi_cov: Callable[[Any], jax.Array]
@@ -294,6 +302,10 @@ class GroupBiasPosterior(NamedTuple):
     prior_precision: np.ndarray
     prior_eta: np.ndarray
     params: dict[str, Any]
+    name: str = "group_bias_posterior"
+    rewards: str = "real"
+    dims: Mapping[str, tuple[str, ...]] = {  # noqa: RUF012 (read-only default)
+        "beta_bar": ("feature",), "beta": ("arm", "feature"), "psi": ("group", "feature")}
 
 
 def _positive(name: str, value: Any) -> float:
@@ -505,10 +517,10 @@ def pack(layout: GroupBiasLayout, draw: GroupBiasDraw) -> jax.Array:
 # dispatch ---------------------------------------------------------------------------------------
 
 
-def state_update(state: Any, arm: Any, x: Any, y: Any) -> Any:
-    """One observation (arm, x, y): a rank-one update of the state's natural parameters."""
-    return _collapsed_update(state, arm, x, y) if isinstance(state, CollapsedState) else \
-        _joint_update(state, arm, x, y)
+def state_update(state: Any, obs: Outcome) -> Any:
+    """One observation ``Outcome(y, arm, x)``: a rank-one update of the state's natural parameters."""
+    update = _collapsed_update if isinstance(state, CollapsedState) else _joint_update
+    return update(state, obs.arm, obs.x, obs.reward)
 
 
 def state_sample(key: jax.Array, state: Any) -> GroupBiasDraw:
@@ -602,10 +614,19 @@ def group_bias_posterior(
     n, m, d = layout.n_arms, layout.n_groups, layout.n_features
     f32 = jnp.float32
 
+    def check(spec: Any) -> None:
+        if spec is None:
+            return
+        if init_size(spec, "n_arms") != n:
+            raise ValueError(f"the group-bias posterior was built for {n} arms, got n_arms={init_size(spec, 'n_arms')}")
+        if not isinstance(spec, (int, np.integer)) and getattr(spec, "n_features", d) != d:
+            raise ValueError(f"the group-bias posterior was built for {d} features, got n_features={spec.n_features}")
+
     if method == "joint":
         chol0 = np.linalg.cholesky(lam0)
 
-        def init() -> GroupBiasState:
+        def init(spec: Any = None) -> GroupBiasState:
+            check(spec)
             return GroupBiasState(jnp.asarray(chol0, f32), jnp.asarray(eta0, f32), jnp.asarray(layout.slot),
                                   jnp.asarray(layout.group_slot), jnp.asarray(sigma, f32))
 
@@ -618,7 +639,8 @@ def group_bias_posterior(
         prec0 = np.r_[np.full(d, 1.0 / v0), np.full((m - 1) * d, 1.0 / s**2)]
         phi_eta0 = np.r_[m0 / v0, np.zeros((m - 1) * d)]
 
-        def init() -> CollapsedState:
+        def init(spec: Any = None) -> CollapsedState:
+            check(spec)
             eye = jnp.broadcast_to(jnp.eye(d, dtype=f32), (n, d, d))
             return CollapsedState(eye, jnp.zeros((n, d), f32), jnp.zeros((n, d, d), f32), jnp.zeros((n, d), f32),
                                   jnp.asarray(layout.slot), jnp.asarray(layout.group_slot), jnp.asarray(prec0, f32),
@@ -637,8 +659,11 @@ def group_bias_posterior(
         group_bias_model(arms, X, y, group_of_arm=layout.group_of_arm, reference=layout.reference, tau=tau, s=s,
                          sigma=sigma, prior_mean=m0, prior_sd=float(np.sqrt(v0)), sufficient=sufficient)
 
-    return GroupBiasPosterior(layout, method, init, state_update, state_sample, state_mean, theta_mean, theta_cov,
-                              state_psi_cov, model, lam0, eta0, params)
+    def variance(state) -> GroupBiasDraw:
+        return state_unpack(state, jnp.diagonal(theta_cov(state)))
+
+    return GroupBiasPosterior(layout, method, init, state_update, state_sample, state_mean, variance, theta_mean,
+                              theta_cov, state_psi_cov, model, lam0, eta0, params)
 
 
 def fit_group_bias(posterior: GroupBiasPosterior, arms: Any, X: Any, y: Any) -> Any:
@@ -646,16 +671,8 @@ def fit_group_bias(posterior: GroupBiasPosterior, arms: Any, X: Any, y: Any) -> 
     rank-one updates (a ``lax.scan``; jit/vmap friendly)."""
     if not isinstance(posterior, GroupBiasPosterior):
         raise TypeError(f"posterior must be a GroupBiasPosterior (group_bias_posterior(...)), got {posterior!r}")
-    arms = jnp.asarray(arms, jnp.int32)
-    X = jnp.asarray(X, jnp.float32)
-    y = jnp.asarray(y, jnp.float32)
-
-    def step(state, obs):
-        a, x, r = obs
-        return posterior.update(state, a, x, r), None
-
-    state, _ = lax.scan(step, posterior.init(), (arms, X, y))
-    return state
+    obs = Outcome(reward=jnp.asarray(y, jnp.float32), arm=jnp.asarray(arms, jnp.int32), x=jnp.asarray(X, jnp.float32))
+    return fit_outcomes(posterior, None, obs)
 
 
 def batch_group_bias(posterior: GroupBiasPosterior, arms: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -684,49 +701,6 @@ def batch_group_bias(posterior: GroupBiasPosterior, arms: Any, X: Any, y: Any) -
 
 # --------------------------------------------------------------------------------------------
 # data and the NumPyro model
-
-
-class GroupBiasData(NamedTuple):
-    """Observations for the group-bias model: ``arms [N]`` int, ``X [N, d]``, ``y [N]``, and the
-    arm -> group map ``group_of_arm [n]`` with the ``reference`` group. ``arm_names`` /
-    ``group_names`` / ``feature_names`` label the results (optional)."""
-
-    arms: np.ndarray
-    X: np.ndarray
-    y: np.ndarray
-    group_of_arm: np.ndarray
-    reference: int = 0
-    arm_names: tuple[str, ...] | None = None
-    group_names: tuple[str, ...] | None = None
-    feature_names: tuple[str, ...] | None = None
-
-
-def group_bias_data(arms: Any, X: Any, y: Any, group_of_arm: Any, *, reference: int = 0, min_arms: int = 1,
-                    arm_names: Any = None, group_names: Any = None, feature_names: Any = None) -> GroupBiasData:
-    """Validate observations for :func:`fit_nuts` (clear errors naming the bad field)."""
-    labels, m, ref = check_bias_groups(group_of_arm, reference=reference, min_arms=min_arms)
-    n = labels.size
-    X = finite_array("X", X, ndim=2)
-    y = finite_array("y", y, ndim=1, size=X.shape[0])
-    a = np.asarray(arms)
-    if a.ndim != 1 or a.shape[0] != X.shape[0]:
-        raise ValueError(f"arms must be 1-d with one entry per row of X ({X.shape[0]}), got shape {a.shape}")
-    if not np.issubdtype(a.dtype, np.integer):
-        raise TypeError(f"arms must be integer arm indices, got dtype {a.dtype}")
-    bad = np.flatnonzero((a < 0) | (a >= n))
-    if bad.size:
-        raise ValueError(f"arms must be in [0, {n - 1}] (one per entry of group_of_arm); row {bad[0]} has {a[bad[0]]}")
-
-    def names(field, value, size):
-        if value is None:
-            return None
-        out = tuple(str(v) for v in value)
-        if len(out) != size:
-            raise ValueError(f"{field} must have {size} entries, got {len(out)}")
-        return out
-
-    return GroupBiasData(a.astype(np.int32), X, y, labels, ref, names("arm_names", arm_names, n),
-                         names("group_names", group_names, m), names("feature_names", feature_names, X.shape[1]))
 
 
 def sufficient_stats(arms: Any, X: Any, y: Any, n_arms: int) -> tuple[Any, Any, Any, Any]:
@@ -812,91 +786,13 @@ def group_bias_model(
         numpyro.sample("y", dist.Normal(mean, sigma_v), obs=y)
 
 
-class NutsFit(NamedTuple):
-    """Result of :func:`fit_nuts`: ``samples`` name -> ``[chains, draws, ...]`` numpy arrays
-    (``beta``, ``psi_all``, ``beta_bar``, ``psi``, ``z``, ``psi_z`` with ``noncentered_psi``, and the
-    scales that were sampled),
-    ``diverging [chains, draws]`` bool, ``seconds`` wall time, ``config`` the settings."""
-
-    samples: dict[str, np.ndarray]
-    diverging: np.ndarray
-    seconds: float
-    config: dict[str, Any]
+_MOVED = ("GroupBiasData", "NutsFit", "fit_nuts", "group_bias_data")
 
 
-def fit_nuts(
-    data: GroupBiasData,
-    *,
-    tau: float | None = None,
-    s: float | None = None,
-    sigma: float | None = None,
-    tau_scale: float = 1.0,
-    s_scale: float = 1.0,
-    sigma_scale: float = 1.0,
-    prior_mean: Any = 0.0,
-    prior_sd: float = 10.0,
-    num_warmup: int = 500,
-    num_samples: int = 500,
-    num_chains: int = 2,
-    seed: int = 0,
-    sufficient: bool = True,
-    target_accept: float = 0.8,
-    progress_bar: bool = False,
-    noncentered_psi: bool = False,
-) -> NutsFit:
-    """Fit the hierarchical group-bias model by NUTS (scales fixed or half-normal).
+def __getattr__(name: str) -> Any:
+    """The host-side fitting API moved to :mod:`bayesfair.fitting`; the old names still resolve."""
+    if name in _MOVED:
+        from bayesfair import fitting
 
-    Parameters
-    ----------
-    data : GroupBiasData
-        From :func:`group_bias_data`.
-    tau, s, sigma : float, optional
-        Fix a scale; ``None`` (default) gives it a HalfNormal(``<name>_scale``) prior.
-    prior_mean, prior_sd :
-        Prior N(m0, prior_sd^2 I) of beta_bar.
-    num_warmup, num_samples, num_chains, seed :
-        NUTS settings (chains run sequentially unless the host exposes several devices, see
-        :func:`bayesfair.set_host_devices`).
-    sufficient : bool
-        Write the likelihood through per-arm sufficient statistics (same posterior, faster).
-    noncentered_psi : bool
-        Sample psi as s times a standard normal (same posterior; better mixing of s when the data
-        say little about psi, see :func:`group_bias_model`).
-    """
-    from numpyro.infer import MCMC, NUTS
-
-    if not isinstance(data, GroupBiasData):
-        raise TypeError(f"data must be GroupBiasData (see group_bias_data), got {type(data).__name__}")
-    for name, v in (("tau", tau), ("s", s), ("sigma", sigma)):
-        if v is not None:
-            _positive(name, v)
-    for name, v in (("tau_scale", tau_scale), ("s_scale", s_scale), ("sigma_scale", sigma_scale),
-                    ("prior_sd", prior_sd)):
-        _positive(name, v)
-    num_warmup = positive_int("num_warmup", num_warmup)
-    num_samples = positive_int("num_samples", num_samples)
-    num_chains = positive_int("num_chains", num_chains)
-    kwargs = dict(group_of_arm=data.group_of_arm, reference=data.reference, tau=tau, s=s, sigma=sigma,
-                  tau_scale=tau_scale, s_scale=s_scale, sigma_scale=sigma_scale,
-                  prior_mean=np.asarray(prior_mean, np.float32), prior_sd=prior_sd, sufficient=sufficient,
-                  noncentered_psi=bool(noncentered_psi))
-    X = jnp.asarray(data.X, jnp.float32)
-    y = jnp.asarray(data.y, jnp.float32)
-    arms = jnp.asarray(data.arms, jnp.int32)
-    if sufficient:
-        kwargs["stats"] = sufficient_stats(arms, X, y, int(data.group_of_arm.size))
-
-    def model(arms, X, y):
-        group_bias_model(arms, X, y, **kwargs)
-
-    chain_method = "parallel" if 1 < num_chains <= jax.local_device_count() else "sequential"
-    mcmc = MCMC(NUTS(model, target_accept_prob=target_accept), num_warmup=num_warmup, num_samples=num_samples,
-                num_chains=num_chains, chain_method=chain_method, progress_bar=progress_bar)
-    t0 = time.perf_counter()
-    mcmc.run(jax.random.key(int(seed)), arms, X, y, extra_fields=("diverging",))
-    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
-    config = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in kwargs.items() if k != "stats"}
-    config.update(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, seed=int(seed),
-                  target_accept=target_accept, chain_method=chain_method)
-    return NutsFit(samples, diverging, time.perf_counter() - t0, config)
+        return getattr(fitting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,7 +30,7 @@ simulator's jitted ``lax.scan`` over rounds, vmapped (and sharded) over runs, ch
   previous samples (the warm start), ``num_warmup`` adaptation steps (dual averaging of the step
   size; Stan-style mass-matrix windows when ``num_warmup >= 20``), then ``num_samples`` stored
   draws. Chains are vmapped.
-- **Keys.** ``Posterior.update`` has no key argument, so the state carries one (raw ``uint32``
+- **Keys.** ``update(state, obs)`` has no key argument, so the state carries one (raw ``uint32``
   key data), seeded by ``seed`` and mixed with every observation (``fold_in`` of the reward's
   bits and the arm or context). Runs with different histories therefore use different NUTS
   randomness; runs whose histories coincide share it (their posteriors coincide too).
@@ -58,7 +58,7 @@ from jax import lax
 
 from bayesfair._validate import finite_float, float_in, positive_int
 from bayesfair.merit import Merit, resolve_merit
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior, init_size
 from bayesfair.posteriors.linear import LinearPosterior
 
 __all__ = [
@@ -593,12 +593,15 @@ def mcmc_posterior(
             raise ValueError("give reference_model=model(arms, rewards=None, *, n_arms) for a counts history")
         reference_model = model
 
-    def update(state, arm, reward):
-        return eng.update(state, arm, reward)
+    def init(size):
+        return eng.init(init_size(size, "n_arms"))
+
+    def update(state, obs: Outcome):
+        return eng.update(state, obs.arm, obs.reward)
 
     update._mcmc_refresh = jax.jit(eng.refresh)
     all_params = {**(params or {}), **history.params, **_settings_params(cfg)}
-    return Posterior(name, eng.init, update, eng.sample, eng.mean, eng.variance, reference_model, all_params,
+    return Posterior(name, init, update, eng.sample, eng.mean, eng.variance, reference_model, all_params,
                      rewards)
 
 
@@ -719,8 +722,11 @@ def logistic_linear_mcmc(prior_mean: float = 0.0, prior_var: float = 1.0, *, cap
 
     eng = _engine(model, hist, "theta", cfg)
 
-    def update(state, x, y):
-        return eng.update(state, x, y)
+    def init(size):
+        return eng.init(init_size(size, "n_features"))
+
+    def update(state, obs: Outcome):
+        return eng.update(state, obs.x, obs.reward)
 
     update._mcmc_refresh = jax.jit(eng.refresh)
 
@@ -730,5 +736,5 @@ def logistic_linear_mcmc(prior_mean: float = 0.0, prior_var: float = 1.0, *, cap
         return xc.T @ xc / x.shape[0]
 
     params = {"prior_mean": m0, "prior_var": v0, "link": "logistic", **hist.params, **_settings_params(cfg)}
-    return LinearPosterior("logistic_linear_mcmc", eng.init, update, eng.sample, eng.mean, cov, eng.variance,
+    return LinearPosterior("logistic_linear_mcmc", init, update, eng.sample, eng.mean, cov, eng.variance,
                            model, params, rewards="binary")
