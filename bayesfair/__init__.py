@@ -81,6 +81,7 @@ from bayesfair.policies import (  # noqa: E402
     uniform_random,
 )
 from bayesfair.posteriors import (  # noqa: E402
+    Outcome,
     beta_bernoulli,
     group_bias_posterior,
     hierarchical_logit_normal,
@@ -140,6 +141,7 @@ __all__ = [
     "gmf_synthetic",
     "gmf_multigroup",
     "gmf_adult",
+    "Outcome",
     "beta_bernoulli",
     "normal_known_variance",
     "normal_inverse_gamma",

@@ -92,7 +92,7 @@ def subsample(table: Any, rows: int | None, seed: int) -> Any:
     The table's preprocessing (z-scoring) stays that of the whole table. A subsample may leave an
     arm without rows: the model stays proper (that arm's beta comes from the population prior).
     """
-    from bayesfair.posteriors.group_bias import group_bias_data
+    from bayesfair.fitting import group_bias_data
 
     idx = np.arange(table.rewards.size)
     if rows is not None and rows < idx.size:
@@ -181,9 +181,9 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     the arms, the groups and the reference group. Returns the exit code (0).
     """
     from bayesfair.diagnostics import from_group_bias_fit
+    from bayesfair.fitting import fit_nuts
     from bayesfair.io import write_results, write_text
     from bayesfair.plotting import save_figure
-    from bayesfair.posteriors.group_bias import fit_nuts
 
     p = parser(name, doc)
     if add_args is not None:

@@ -5,6 +5,8 @@ independent draws, where a probability estimate has standard error <= 0.0036: th
 (0.03) are > 8 standard errors.
 """
 
+from typing import Any, NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ import bayesfair as bf
 from bayesfair import diagnostics as dg
 from bayesfair import plotting
 from bayesfair.posteriors import fit, fit_linear, linear_known_variance
+from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.hierarchical import hierarchical_logit_normal
 from bayesfair.posteriors.mcmc import refresh
 
@@ -318,6 +321,49 @@ def test_bilevel_policy_state_is_unwrapped(merit):
     tree = dg.from_posterior(post, state, merit=merit, n_draws=100)
     assert tree["posterior"].dataset.sizes["group"] == 2  # groups from the policy state's membership
     assert dg.posterior_state(state) is state.stats
+
+
+
+class _Carrier(NamedTuple):
+    """A policy state of some other policy that declares the PosteriorCarrier protocol."""
+
+    inner: Any
+
+    def posterior_state(self):
+        return self.inner
+
+    def arm_groups(self):
+        return np.array([0, 1, 1])
+
+
+def test_every_posterior_family_through_the_protocol(merit):
+    """Diagnostics use only the posterior protocol: a group-bias posterior's draws are named by its
+    dims (groups from its params), a linear one's theta by feature, and any policy state that
+    declares the carrier protocol is unwrapped."""
+    post = bf.group_bias_posterior([0, 0, 1, 1], 2)
+    rng = np.random.default_rng(0)
+    state = gb.fit_group_bias(post, rng.integers(0, 4, 30), rng.normal(size=(30, 2)), rng.normal(size=30))
+    tree = dg.from_posterior(post, state, n_draws=50)
+    ds = tree["posterior"].dataset
+    assert ds["beta"].dims == ("chain", "draw", "arm", "feature")
+    assert ds["psi"].dims == ("chain", "draw", "group", "feature") and ds["beta_bar"].dims[-1] == "feature"
+    assert ds.sizes["group"] == 2 and ds.sizes["arm"] == 4 and ds.sizes["draw"] == 50
+    assert tree.attrs["source"] == "exact" and tree.attrs["posterior"] == "group_bias_posterior"
+    np.testing.assert_array_equal(ds["psi"].values[:, :, 0], 0.0)  # the reference group has no bias
+    var = post.variance(state)
+    assert var.beta.shape == (4, 2) and np.all(np.asarray(var.beta) > 0)
+    np.testing.assert_allclose(np.asarray(var.psi[1]), np.diagonal(np.asarray(post.psi_cov(state)[1])), rtol=1e-5)
+    lin = linear_known_variance()
+    lin_state = fit_linear(lin, rng.normal(size=(20, 3)), rng.normal(size=20))
+    assert dg.from_posterior(lin, lin_state, n_draws=20)["posterior"].dataset["theta"].dims[-1] == "feature"
+    beta = bf.beta_bernoulli()
+    carried = _Carrier(beta.init(3))
+    assert isinstance(carried, dg.PosteriorCarrier) and not isinstance(beta.init(3), dg.PosteriorCarrier)
+    assert dg.posterior_state(carried) is carried.inner
+    tree = dg.from_posterior(beta, carried, merit=merit, n_draws=20)
+    assert tree["posterior"].dataset.sizes["group"] == 2
+    with pytest.raises(TypeError, match="posterior family"):
+        dg.posterior_draws(object(), carried.inner)
 
 
 @pytest.mark.slow

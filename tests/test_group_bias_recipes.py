@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesfair import cli
+from bayesfair import cli, fitting
 from bayesfair import diagnostics as dg
 from bayesfair.posteriors import group_bias as gb
 
@@ -86,8 +86,8 @@ def test_noncentered_psi_nuts_matches_the_closed_form():
     hyper = dict(tau=0.8, s=1.5, sigma=0.6, prior_mean=0.5, prior_sd=3.0)
     post = gb.group_bias_posterior(groups, 2, **hyper)
     arms, X, y = _random_data(np.random.default_rng(21), groups, 2, 40)
-    fit = gb.fit_nuts(gb.group_bias_data(arms, X, y, groups), **hyper, num_warmup=200, num_samples=1000,
-                      num_chains=1, seed=21, noncentered_psi=True)
+    fit = fitting.fit_nuts(fitting.group_bias_data(arms, X, y, groups), **hyper, num_warmup=200,
+                           num_samples=1000, num_chains=1, seed=21, noncentered_psi=True)
     assert "psi_z" in fit.samples and fit.diverging.sum() == 0
     s = fit.samples
     draws = np.concatenate([s["beta_bar"].reshape(1, -1, 2), s["beta"].reshape(1, -1, 8),
@@ -112,14 +112,14 @@ def _fake_fit(chains=2, draws=30, n=6, m=3, d=2, reference=1, seed=0):
                "tau": rng.gamma(2.0, size=(chains, draws)), "sigma": rng.gamma(2.0, size=(chains, draws))}
     diverging = np.zeros((chains, draws), bool)
     diverging[0, 3] = True
-    return gb.NutsFit(samples, diverging, 1.0, {"num_chains": chains})
+    return fitting.NutsFit(samples, diverging, 1.0, {"num_chains": chains})
 
 
 def test_from_group_bias_fit_keeps_the_non_reference_groups():
     groups = np.array([0, 0, 1, 1, 2, 2])
     rng = np.random.default_rng(1)
     arms, X, y = _random_data(rng, groups, 2, 30)
-    data = gb.group_bias_data(arms, X, y, groups, reference=1, group_names=["a", "b", "c"],
+    data = fitting.group_bias_data(arms, X, y, groups, reference=1, group_names=["a", "b", "c"],
                               feature_names=["x", "intercept"], arm_names=[f"arm{i}" for i in range(6)])
     fit = _fake_fit()
     tree = dg.from_group_bias_fit(fit, data, attrs={"recipe": "t"})

@@ -106,13 +106,13 @@ def test_conjugate_matches_nuts(nuts_runs):
 
 def _double_counting(post):
     """A wrong update: every observation is applied twice."""
-    return post._replace(update=lambda s, x, y: post.update(post.update(s, x, y), x, y))
+    return post._replace(update=lambda s, obs: post.update(post.update(s, obs), obs))
 
 
 def _wrong_shape_update(post):
     """A wrong NIG update: a += 1 per observation instead of 1/2 (each observation counted twice in a)."""
-    def update(s, x, y):
-        new = post.update(s, x, y)
+    def update(s, obs):
+        new = post.update(s, obs)
         return new._replace(count=new.count + 1, a=new.a + 0.5)
 
     return post._replace(update=update)

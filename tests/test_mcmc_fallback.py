@@ -20,7 +20,7 @@ import pytest
 from numpyro.diagnostics import effective_sample_size
 
 import bayesfair as bf
-from bayesfair.posteriors import fit
+from bayesfair.posteriors import Outcome, fit
 from bayesfair.posteriors.hierarchical import hierarchical_logit_normal, hierarchical_model
 from bayesfair.posteriors.mcmc import (
     MCMCState,
@@ -68,7 +68,7 @@ def test_refreshed_posterior_matches_conjugate_at_every_refresh_point():
 
     def history(a, r):
         def step(state, ar):
-            state = post.update(state, ar[0], ar[1])
+            state = post.update(state, Outcome(ar[1], arm=ar[0]))
             return state, state.samples["mu"]
 
         return jax.lax.scan(step, post.init(K), (a, r))
@@ -99,7 +99,7 @@ def test_refresh_schedule_prior_draws_and_keys_on_the_generic_buffer_path():
 
     def trace(a, r):
         def step(state, ar):
-            state = post.update(state, ar[0], ar[1])
+            state = post.update(state, Outcome(ar[1], arm=ar[0]))
             return state, (state.refreshes, state.samples["mu"], state.key)
 
         return jax.lax.scan(step, post.init(K), (a, r))

@@ -49,6 +49,7 @@ from bayesfair import _random
 from bayesfair._validate import finite_array, finite_float, float_in, positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
+from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
 from bayesfair.types import Observation, Spec
 
@@ -540,7 +541,7 @@ def group_fair_ts(
         return _random.categorical(k_arm, probs), probs, {"true_value": true_value, "track": track}
 
     def update(state, obs, action, reward):
-        return gb.state_update(state, action, _x(obs, state)[action], reward)
+        return gb.state_update(state, Outcome(reward, arm=action, x=_x(obs, state)[action]))
 
     cfg = {"algorithm": "group_fair_ts", "posterior": "group_bias_conjugate", "method": method, "tau": tau, "s": s,
            "sigma": sigma, "prior_mean": prior_mean_arr.tolist(), "prior_sd": prior_sd, "reference": reference,

@@ -69,7 +69,7 @@ from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
 from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb, run_ascent
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.types import Observation, Spec
 
 __all__ = ["BilevelState", "bf_ucb", "bf_ts", "gef", "gef_ts", "mf", "mf_ts"]
@@ -109,6 +109,17 @@ class BilevelState(NamedTuple):
     frac: jax.Array
     beta_fx: jax.Array
     member: jax.Array
+
+    # The policy-state protocol of bayesfair.diagnostics (PosteriorCarrier): where the posterior
+    # state is, and the arms' groups.
+
+    def posterior_state(self) -> Any:
+        """The posterior (or reward-sum) state inside the policy state: ``stats``."""
+        return self.stats
+
+    def arm_groups(self) -> np.ndarray:
+        """The group of every arm ``[..., K]`` from the one-hot membership."""
+        return np.argmax(np.asarray(self.member), axis=-1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,7 +332,7 @@ def _build(
         hit = jnp.arange(state.arm_pulls.shape[0]) == action
         quota, frac = _advance_quota(state)
         return state._replace(
-            stats=update_stats(state.stats, action, reward),
+            stats=update_stats(state.stats, Outcome(reward, arm=action)),
             arm_pulls=state.arm_pulls + hit,
             group_pulls=state.group_pulls + state.member[action].astype(jnp.int32),
             quota=quota,
@@ -335,8 +346,9 @@ def _reward_sums(k: int) -> jax.Array:
     return jnp.zeros((k,), jnp.float32)
 
 
-def _add_reward(total: jax.Array, action: jax.Array, reward: jax.Array) -> jax.Array:
-    return total + (jnp.arange(total.shape[0]) == action) * jnp.asarray(reward, jnp.float32)
+def _add_reward(total: jax.Array, obs: Outcome) -> jax.Array:
+    """The reward sums per arm, updated like a posterior (``update(stats, Outcome)``)."""
+    return total + (jnp.arange(total.shape[0]) == obs.arm) * jnp.asarray(obs.reward, jnp.float32)
 
 
 def _optimistic_estimate(merit: Merit, delta: float, lo: float, hi: float, lr: float, steps: int, start: str):

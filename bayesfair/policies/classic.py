@@ -18,7 +18,7 @@ from bayesfair import _random
 from bayesfair._validate import finite_float, float_in
 from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.types import Observation, Spec
 
 __all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
@@ -77,7 +77,7 @@ def thompson(posterior: Posterior) -> Policy:
         return action, probs, {"mu": mu}
 
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
-        return posterior.update(state, action, reward)
+        return posterior.update(state, Outcome(reward, arm=action))
 
     return Policy(init, select, update, "TS",
                   {"algorithm": "thompson", "posterior": posterior.name, **posterior.params},

@@ -29,7 +29,7 @@ from bayesfair.policies.base import (
     init_counts,
     update_counts,
 )
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.types import Observation, Spec
 
 __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState"]
@@ -53,7 +53,7 @@ def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
         return _random.categorical(k_arm, probs), probs, {"mu": mu}
 
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
-        return posterior.update(state, action, reward)
+        return posterior.update(state, Outcome(reward, arm=action))
 
     return Policy(init, select, update, "FairX-TS",
                   {"algorithm": "fairx_ts", "posterior": posterior.name, **posterior.params,

@@ -73,6 +73,7 @@ from bayesfair._validate import finite_float, float_in, positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
+from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
 from bayesfair.types import Observation, Spec
 
@@ -272,7 +273,7 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool)
         def absorb(r: tuple[LinearState, jax.Array]) -> tuple[LinearState, jax.Array]:
             j = t // 2 - 1  # round t / 2 joins the ridge (row t / 2 - 1)
             xj = contexts[j // blk, :, (j % blk) * k + actions[j]]
-            new = ridge.update(r[0], xj, rewards[j])
+            new = ridge.update(r[0], Outcome(rewards[j], x=xj))
             return new, ridge.mean(new)
 
         ridge_state, theta = lax.cond(t % 2 == 0, absorb, lambda r: r, (state.ridge, state.theta))
@@ -376,7 +377,7 @@ def greedy(*, lam: float = 0.1) -> Policy:
 
     def update(state: LinearState, obs: Observation, action: jax.Array, reward: jax.Array) -> LinearState:
         x = _contexts_d(obs, state.eta.shape[0], name)
-        return ridge.update(state, x[action], reward)
+        return ridge.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name, {"algorithm": "greedy", "lam": lam})
 

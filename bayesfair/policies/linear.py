@@ -36,6 +36,7 @@ from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
 from bayesfair.policies.fairx import check_ascent, run_ascent
+from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
 from bayesfair.types import Observation, Spec
 
@@ -130,7 +131,7 @@ def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
 
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
         x = _contexts(obs, state.eta.shape[0], name)
-        return posterior.update(state, x[action], reward)
+        return posterior.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name,
                   {"algorithm": "fairx_lints", "posterior": posterior.name, **posterior.params,
@@ -158,7 +159,7 @@ def lints(posterior: LinearPosterior) -> Policy:
 
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
         x = _contexts(obs, state.eta.shape[0], name)
-        return posterior.update(state, x[action], reward)
+        return posterior.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name,
                   {"algorithm": "lints", "posterior": posterior.name, **posterior.params},
@@ -376,7 +377,7 @@ def fairx_linucb(
 
     def update(state: LinearState, obs: Observation, action: jax.Array, reward: jax.Array) -> LinearState:
         x = _contexts(obs, state.eta.shape[0], name)
-        return ridge.update(state, x[action], reward)
+        return ridge.update(state, Outcome(reward, x=x[action]))
 
     cfg = {"algorithm": "fairx_linucb", "lam": lam, **radius_cfg, "learning_rate": lr, "steps": steps,
            "start": start, "merit": merit.describe()}
@@ -415,7 +416,7 @@ def linucb(
 
     def update(state: LinearState, obs: Observation, action: jax.Array, reward: jax.Array) -> LinearState:
         x = _contexts(obs, state.eta.shape[0], name)
-        return ridge.update(state, x[action], reward)
+        return ridge.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name, {"algorithm": "linucb", "lam": lam, **radius_cfg})
 
@@ -445,7 +446,7 @@ def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Pol
 
     def update(state: LinearState, obs: Observation, action: jax.Array, reward: jax.Array) -> LinearState:
         x = _contexts(obs, state.eta.shape[0], name)
-        return ridge.update(state, x[action], reward)
+        return ridge.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name,
                   {"algorithm": "fairx_lineg", "epsilon": eps, "lam": lam, "merit": merit.describe()})

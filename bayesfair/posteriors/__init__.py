@@ -1,6 +1,10 @@
-"""Posterior families: conjugate fast paths, each with its NumPyro reference model."""
+"""Posterior families: conjugate fast paths, each with its NumPyro reference model.
 
-from bayesfair.posteriors.base import Posterior, fit
+Every family follows one protocol (:mod:`bayesfair.posteriors.base`): ``init``, ``update(state,
+Outcome(...))``, ``sample``, ``mean``, ``variance`` and ``dims``.
+"""
+
+from bayesfair.posteriors.base import Outcome, Posterior, PosteriorFamily, fit, fit_outcomes, is_posterior
 from bayesfair.posteriors.beta_bernoulli import BetaState, beta_bernoulli
 from bayesfair.posteriors.gaussian import NormalState, normal_known_variance
 from bayesfair.posteriors.group_bias import group_bias_posterior
@@ -18,8 +22,12 @@ from bayesfair.posteriors.mcmc import NUTSSettings, logistic_linear_mcmc, mcmc_b
 from bayesfair.posteriors.nig import NIGState, normal_inverse_gamma
 
 __all__ = [
+    "Outcome",
+    "PosteriorFamily",
     "Posterior",
+    "is_posterior",
     "fit",
+    "fit_outcomes",
     "BetaState",
     "beta_bernoulli",
     "NormalState",

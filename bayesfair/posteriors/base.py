@@ -1,15 +1,75 @@
-"""The posterior-family record shared by every Thompson-sampling policy."""
+"""The posterior protocol shared by every posterior family, and the per-arm record.
+
+Every family -- per-arm (:class:`Posterior`), linear (:class:`~bayesfair.posteriors.linear.
+LinearPosterior`) and the group-bias model (:class:`~bayesfair.posteriors.group_bias.
+GroupBiasPosterior`) -- offers the same functions over one observation record, :class:`Outcome`:
+
+- ``init(size) -> state``: the prior; ``size`` is an int (the family's own size: arms for a
+  per-arm family, features for a linear one) or a :class:`~bayesfair.types.Spec`, from which the
+  family takes what it needs (:func:`init_size`).
+- ``update(state, obs: Outcome) -> state``: one observation; each family reads the fields its
+  likelihood uses (``arm`` and ``reward``; ``x`` and ``reward``; all three).
+- ``sample(key, state)``: one joint posterior draw; ``mean(state)`` / ``variance(state)``: the
+  posterior means and marginal variances, in the same layout as a draw.
+- ``dims``: the draw's variable names and their dimension names (e.g. ``{"mu": ("arm",)}``), so
+  diagnostics name a draw without knowing the family; ``name``, ``params``, ``rewards`` and the
+  NumPyro reference ``model``.
+
+:func:`is_posterior` checks the protocol (policies and :mod:`bayesfair.diagnostics` never switch
+on the record's type); :func:`fit_outcomes` folds a sequence of outcomes into a state.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-__all__ = ["Posterior", "fit"]
+from bayesfair._validate import positive_int
+
+__all__ = ["Outcome", "PosteriorFamily", "Posterior", "is_posterior", "init_size", "fit", "fit_outcomes"]
+
+
+class Outcome(NamedTuple):
+    """One observation a posterior learns from: the ``reward`` of a pull, the pulled ``arm`` and
+    its context ``x`` (fields a family does not use may be None)."""
+
+    reward: Any
+    arm: Any = None
+    x: Any = None
+
+
+@runtime_checkable
+class PosteriorFamily(Protocol):
+    """The posterior protocol (module docstring); every posterior record satisfies it."""
+
+    name: str
+    init: Callable[[Any], Any]
+    update: Callable[[Any, Outcome], Any]
+    sample: Callable[[jax.Array, Any], Any]
+    mean: Callable[[Any], Any]
+    variance: Callable[[Any], Any]
+    model: Callable[..., None]
+    params: dict[str, Any]
+    rewards: str
+    dims: Mapping[str, tuple[str, ...]]
+
+
+def is_posterior(obj: Any) -> bool:
+    """True if ``obj`` offers the posterior protocol (:class:`PosteriorFamily`)."""
+    return isinstance(obj, PosteriorFamily) and isinstance(getattr(obj, "dims", None), Mapping)
+
+
+def init_size(size: Any, field: str) -> int:
+    """The size a family's ``init`` needs: ``size`` itself (an int), or ``size.<field>`` of a
+    :class:`~bayesfair.types.Spec` (``field`` is ``"n_arms"`` or ``"n_features"``)."""
+    if not isinstance(size, (int, np.integer)) and hasattr(size, field):
+        size = getattr(size, field)
+    return positive_int(field, size)
 
 
 class Posterior(NamedTuple):
@@ -20,9 +80,9 @@ class Posterior(NamedTuple):
     name : str
         Family name.
     init : callable
-        ``init(n_arms) -> state``: the prior, as a pytree of ``[K]`` arrays.
+        ``init(n_arms or spec) -> state``: the prior, as a pytree of ``[K]`` arrays.
     update : callable
-        ``update(state, arm, reward) -> state``: one observation, O(1) (rank-one) work.
+        ``update(state, Outcome(reward, arm=a)) -> state``: one observation, O(1) (rank-one) work.
     sample : callable
         ``sample(key, state) -> mu [K]``: one exact joint posterior draw of the arm means.
     mean : callable
@@ -37,26 +97,37 @@ class Posterior(NamedTuple):
     rewards : str
         The rewards the likelihood describes: ``"binary"`` (0/1; a policy built on it refuses an
         environment with other rewards, :mod:`bayesfair.compat`) or ``"real"``.
+    dims : dict
+        ``{"mu": ("arm",)}``: a draw is the arm means.
     """
 
     name: str
-    init: Callable[[int], Any]
-    update: Callable[[Any, jax.Array, jax.Array], Any]
+    init: Callable[[Any], Any]
+    update: Callable[[Any, Outcome], Any]
     sample: Callable[[jax.Array, Any], jax.Array]
     mean: Callable[[Any], jax.Array]
     variance: Callable[[Any], jax.Array]
     model: Callable[..., None]
     params: dict[str, Any]
     rewards: str = "real"
+    dims: Mapping[str, tuple[str, ...]] = {"mu": ("arm",)}  # noqa: RUF012 (read-only default)
+
+
+def fit_outcomes(posterior: PosteriorFamily, size: Any, obs: Outcome) -> Any:
+    """Posterior state after the outcomes ``obs`` (an :class:`Outcome` of arrays with a leading
+    observation axis) in order, by repeated updates (a ``lax.scan``; jit/vmap friendly)."""
+    if not is_posterior(posterior):
+        raise TypeError(f"posterior must be a bayesfair posterior family, got {posterior!r}")
+
+    def step(state, o):
+        return posterior.update(state, o), None
+
+    state, _ = lax.scan(step, posterior.init(size), obs)
+    return state
 
 
 def fit(posterior: Posterior, n_arms: int, arms: jax.Array, rewards: jax.Array) -> Any:
     """Posterior state after observing ``(arms[i], rewards[i])`` in order, by repeated updates."""
     arms = jnp.asarray(arms, jnp.int32)
     rewards = jnp.asarray(rewards, jnp.float32)
-
-    def step(state, ar):
-        return posterior.update(state, ar[0], ar[1]), None
-
-    state, _ = lax.scan(step, posterior.init(n_arms), (arms, rewards))
-    return state
+    return fit_outcomes(posterior, n_arms, Outcome(reward=rewards, arm=arms))

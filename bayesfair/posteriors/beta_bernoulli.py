@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from bayesfair import _random
 from bayesfair._validate import finite_float
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior, init_size
 
 __all__ = ["BetaState", "beta_bernoulli"]
 
@@ -46,12 +46,13 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
     # Counts only add to the prior, so with a0, b0 >= 1 every shape stays >= 1 (static choice).
     allow_small = min(a0, b0) < 1.0
 
-    def init(n_arms: int) -> BetaState:
+    def init(size) -> BetaState:
+        n_arms = init_size(size, "n_arms")
         return BetaState(jnp.full((n_arms,), a0, jnp.float32), jnp.full((n_arms,), b0, jnp.float32))
 
-    def update(state: BetaState, arm: jax.Array, reward: jax.Array) -> BetaState:
-        hit = jnp.arange(state.alpha.shape[0]) == arm
-        r = jnp.asarray(reward, jnp.float32)
+    def update(state: BetaState, obs: Outcome) -> BetaState:
+        hit = jnp.arange(state.alpha.shape[0]) == obs.arm
+        r = jnp.asarray(obs.reward, jnp.float32)
         return BetaState(state.alpha + hit * r, state.beta + hit * (1.0 - r))
 
     def sample(key: jax.Array, state: BetaState) -> jax.Array:

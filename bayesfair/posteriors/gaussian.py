@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair._validate import finite_float
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior, init_size
 
 __all__ = ["NormalState", "normal_known_variance"]
 
@@ -36,12 +36,13 @@ def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise
     if s2 <= 0:
         raise ValueError(f"noise_var must be > 0, got {s2}")
 
-    def init(n_arms: int) -> NormalState:
+    def init(size) -> NormalState:
+        n_arms = init_size(size, "n_arms")
         return NormalState(jnp.full((n_arms,), 1.0 / v0, jnp.float32), jnp.full((n_arms,), m0 / v0, jnp.float32))
 
-    def update(state: NormalState, arm: jax.Array, reward: jax.Array) -> NormalState:
-        hit = jnp.arange(state.precision.shape[0]) == arm
-        return NormalState(state.precision + hit / s2, state.precision_mean + hit * (reward / s2))
+    def update(state: NormalState, obs: Outcome) -> NormalState:
+        hit = jnp.arange(state.precision.shape[0]) == obs.arm
+        return NormalState(state.precision + hit / s2, state.precision_mean + hit * (obs.reward / s2))
 
     def mean(state: NormalState) -> jax.Array:
         return state.precision_mean / state.precision

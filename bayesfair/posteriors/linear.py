@@ -57,7 +57,7 @@ integer count (a float32 ``a += 1/2`` would stop being exact once a reaches 2^23
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -67,7 +67,8 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular
 
 from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, finite_float
+from bayesfair.posteriors.base import Outcome, fit_outcomes, init_size
 
 __all__ = [
     "LinearPosterior",
@@ -90,9 +91,9 @@ class LinearPosterior(NamedTuple):
     name : str
         Family name.
     init : callable
-        ``init(n_features) -> state``: the prior.
+        ``init(n_features or spec) -> state``: the prior.
     update : callable
-        ``update(state, x [d], y) -> state``: one observation, a rank-one update.
+        ``update(state, Outcome(y, x=x [d])) -> state``: one observation, a rank-one update.
     sample : callable
         ``sample(key, state) -> theta [d]``: one exact joint posterior draw.
     mean : callable
@@ -110,11 +111,15 @@ class LinearPosterior(NamedTuple):
     rewards : str
         ``"binary"`` for a 0/1 likelihood (logistic), ``"real"`` for the Gaussian ones
         (:mod:`bayesfair.compat`).
+    dims : dict
+        ``{"theta": ("feature",)}``: a draw is the coefficient vector.
+
+    The same protocol as every family (:mod:`bayesfair.posteriors.base`).
     """
 
     name: str
-    init: Callable[[int], Any]
-    update: Callable[[Any, jax.Array, jax.Array], Any]
+    init: Callable[[Any], Any]
+    update: Callable[[Any, Outcome], Any]
     sample: Callable[[jax.Array, Any], jax.Array]
     mean: Callable[[Any], jax.Array]
     cov: Callable[[Any], jax.Array]
@@ -122,6 +127,7 @@ class LinearPosterior(NamedTuple):
     model: Callable[..., None]
     params: dict[str, Any]
     rewards: str = "real"
+    dims: Mapping[str, tuple[str, ...]] = {"theta": ("feature",)}  # noqa: RUF012 (read-only default)
 
 
 class LinearState(NamedTuple):
@@ -307,15 +313,15 @@ def linear_known_variance(
     inv_s = float(1.0 / np.sqrt(s2))
     guard = s2 / v0 < _GUARD_BELOW  # prior precision 1/v0 against a unit context's x x' / s2
 
-    def init(n_features: int) -> LinearState:
-        d = positive_int("n_features", n_features)
+    def init(size) -> LinearState:
+        d = init_size(size, "n_features")
         eye = jnp.eye(d, dtype=jnp.float32)
         zero = jnp.zeros((d,), jnp.float32)
         return LinearState(eye / v0, 0.0 * eye, eye / np.sqrt(v0), _prior_mean_vector(m0, d) / v0, zero)
 
-    def update(state: LinearState, x: jax.Array, y: jax.Array) -> LinearState:
-        xs = jnp.asarray(x, jnp.float32) * inv_s
-        ys = jnp.asarray(y, jnp.float32) * inv_s
+    def update(state: LinearState, obs: Outcome) -> LinearState:
+        xs = jnp.asarray(obs.x, jnp.float32) * inv_s
+        ys = jnp.asarray(obs.reward, jnp.float32) * inv_s
         return LinearState(*_rank_one(mode, state, xs, ys, guard))
 
     mean = _mean_fn(mode)
@@ -384,17 +390,17 @@ def linear_normal_inverse_gamma(
     allow_small = a0 < 1.0  # a only grows, so shapes stay >= 1 when a0 >= 1 (static choice)
     mean = _mean_fn(mode)
 
-    def init(n_features: int) -> LinearNIGState:
-        d = positive_int("n_features", n_features)
+    def init(size) -> LinearNIGState:
+        d = init_size(size, "n_features")
         eye = jnp.eye(d, dtype=jnp.float32)
         zero = jnp.zeros((d,), jnp.float32)
         return LinearNIGState(eye * kappa0, 0.0 * eye, eye * np.sqrt(kappa0),
                               _prior_mean_vector(m0_val, d) * kappa0, zero, jnp.int32(0),
                               jnp.asarray(a0, jnp.float32), jnp.asarray(b0, jnp.float32))
 
-    def update(state: LinearNIGState, x: jax.Array, y: jax.Array) -> LinearNIGState:
-        x = jnp.asarray(x, jnp.float32)
-        y = jnp.asarray(y, jnp.float32)
+    def update(state: LinearNIGState, obs: Outcome) -> LinearNIGState:
+        x = jnp.asarray(obs.x, jnp.float32)
+        y = jnp.asarray(obs.reward, jnp.float32)
         u = _solve_lower(state.chol, x)  # L^-1 x: x' Lambda^-1 x = |u|^2
         resid = y - jnp.dot(x, mean(state))
         b = state.b + 0.5 * resid * resid / (1.0 + jnp.dot(u, u))
@@ -445,9 +451,4 @@ def fit_linear(posterior: LinearPosterior, X: Any, y: Any) -> Any:
     y = jnp.asarray(y, jnp.float32)
     if X.ndim != 2 or y.shape != X.shape[:1]:
         raise ValueError(f"X must be [n, d] and y [n], got shapes {X.shape} and {y.shape}")
-
-    def step(state, xy):
-        return posterior.update(state, xy[0], xy[1]), None
-
-    state, _ = lax.scan(step, posterior.init(X.shape[1]), (X, y))
-    return state
+    return fit_outcomes(posterior, X.shape[1], Outcome(reward=y, x=X))

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from bayesfair import _random
 from bayesfair._validate import finite_float
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior, init_size
 
 __all__ = ["NIGState", "normal_inverse_gamma"]
 
@@ -41,14 +41,17 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
             raise ValueError(f"{name} must be > 0, got {v}")
     allow_small = a0 < 1.0
 
-    def init(n_arms: int) -> NIGState:
+    def init(size) -> NIGState:
+        n_arms = init_size(size, "n_arms")
+
         def full(v):
             return jnp.full((n_arms,), v, jnp.float32)
 
         return NIGState(full(m0), full(kappa0), full(a0), full(b0))
 
-    def update(state: NIGState, arm: jax.Array, reward: jax.Array) -> NIGState:
-        hit = (jnp.arange(state.m.shape[0]) == arm).astype(jnp.float32)
+    def update(state: NIGState, obs: Outcome) -> NIGState:
+        reward = obs.reward
+        hit = (jnp.arange(state.m.shape[0]) == obs.arm).astype(jnp.float32)
         kappa_new = state.kappa + hit
         m_new = (state.kappa * state.m + hit * reward) / kappa_new
         b_new = state.b + hit * state.kappa * (reward - state.m) ** 2 / (2.0 * kappa_new)
