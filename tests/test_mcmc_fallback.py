@@ -318,14 +318,15 @@ def test_fairx_ts_regret_matches_conjugate_refresh_every_10():
 @pytest.mark.slow
 def test_refresh_bench_quick_smoke(tmp_path):
     """experiments/benchmarks/mcmc_refresh_bench.py --quick writes its JSON report."""
-    import importlib.util
+    import importlib
     import json
+    import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "mcmc_refresh_bench.py"
-    spec = importlib.util.spec_from_file_location("mcmc_refresh_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    bench_dir = str(Path(__file__).resolve().parents[1] / "experiments" / "benchmarks")
+    if bench_dir not in sys.path:
+        sys.path.insert(0, bench_dir)  # the scripts import their shared `harness` module
+    module = importlib.import_module("mcmc_refresh_bench")
     out = tmp_path / "bench.json"
     module.main(["--quick", "--refresh-every", "100", "1000", "--out", str(out)])
     data = json.loads(out.read_text())
