@@ -60,7 +60,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "fig1": {"rounds": (2_000, 20_000)},
         "fig2": {},
         "fig3": {},
-        "sweep": {"c": (1.0, 4.0, 10.0), "horizon": 3_000, "runs": 2},
+        "sweep": {"c": (1.0, 4.0, 10.0), "horizon": 3_000, "runs": 2, "checkpoints": 100},
         # small: tune once per setting (at c = 10 for the MAB, c = 3 for the linear bandit) and reuse
         "tune": {"horizon": 1_000, "runs": 2, "linear_horizon": 500, "per_c": False, "chunk_size": 1_024},
     },
@@ -68,7 +68,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "fig1": {"rounds": (2_000, 2_000_000), "runs": 10, "chunk_size": 8_192},
         "fig2": {"horizon": 2_000_000, "runs": 10, "chunk_size": 8_192},
         "fig3": {"horizon": 200_000, "runs": 10, "chunk_size": 8_192},
-        "sweep": {"c": PAPER_C, "horizon": 200_000, "runs": 10, "chunk_size": 8_192},
+        "sweep": {"c": PAPER_C, "horizon": 200_000, "runs": 10, "chunk_size": 8_192, "checkpoints": 100},
         "tune": {"horizon": 100_000, "runs": 3, "linear_horizon": 20_000, "per_c": True, "chunk_size": 8_192},
     },
 }
@@ -262,7 +262,7 @@ def run_policies(args, tuner, fig: str, c: float, names, overrides: list[str]):
 
 
 def _scale(cfg: dict[str, Any]) -> list[str]:
-    return [f"{k}={v}" for k, v in cfg.items() if k in ("horizon", "runs", "chunk_size")]
+    return [f"{k}={v}" for k, v in cfg.items() if k in ("horizon", "runs", "chunk_size", "checkpoints")]
 
 
 def final_table(ds) -> dict[str, dict[str, float]]:
