@@ -3,8 +3,9 @@
 Commands
 --------
 ``bayesfair demo``
-    The embedded default study (the main job of ``make demo``): FairX-TS, FairX-UCB, FairX-EG, TS
-    and UCB on a 10-arm Bernoulli problem with f(mu) = exp(4 mu).
+    The shipped demo config (``bayesfair/data/demo.toml`` = ``experiments/configs/demo.toml``; the
+    main job of ``make demo``): FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli
+    problem with f(mu) = exp(4 mu); ``--runs``/``--horizon``/``--seed``/``--c`` override it.
 ``bayesfair simulate CONFIG [--out DIR] [--resume] [--quiet] [--log] [--set KEY=VALUE ...]``
     Run the study (or sweep) of a TOML config (:mod:`bayesfair.config`) with a progress bar and
     write the results atomically; ``--resume`` continues an interrupted run from its last saved
@@ -32,8 +33,6 @@ runtime failures.
 from __future__ import annotations
 
 import argparse
-import base64
-import html
 import importlib.util
 import json
 import os
@@ -43,11 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "DEMO_MEANS", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
-           "write_figures", "write_report"]
+from bayesfair.report import print_tables, sweep_table, write_figures, write_report
 
-# The demo problem: two close top arms (0.78 vs 0.80) show the winner-takes-all effect.
-DEMO_MEANS = (0.10, 0.25, 0.35, 0.45, 0.50, 0.55, 0.62, 0.70, 0.78, 0.80)
+__all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
+           "demo_config", "sweep_table", "write_figures", "write_report"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -97,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="run the embedded default FairX study, print a table, write figures",
+    d = sub.add_parser("demo", help="run the shipped demo config (a FairX study), print a table, write figures",
                        description="FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli "
                                    "problem with f(mu) = exp(4 mu).", epilog=_EPILOG)
     d.add_argument("--runs", type=_positive_int, default=20, help="independent runs (default 20)")
@@ -177,59 +175,42 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------------
-# demo (unchanged behaviour)
+# demo: the shipped demo config
+
+
+def demo_config() -> Path:
+    """The demo study's config, shipped with the package (``bayesfair/data/demo.toml``; the same
+    file as ``experiments/configs/demo.toml``)."""
+    return Path(__file__).resolve().parent / "data" / "demo.toml"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEMO_MEANS":  # the demo problem's arm means, as written in the demo config
+        import tomllib
+
+        with open(demo_config(), "rb") as f:
+            return tuple(tomllib.load(f)["environment"]["means"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    import hashlib
+    from bayesfair.config import load_config
+    from bayesfair.report import print_tables, write_figures
 
-    import bayesfair as bf
-    from bayesfair import io, plotting
-    from bayesfair.outputs import preflight
-
-    settings = {"runs": args.runs, "horizon": args.horizon, "seed": args.seed, "c": args.c, "bayesfair": bf.__version__}
-    fp = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
-    pre = preflight(results=args.out / "demo.nc", resume_file=None, fingerprint=fp, config=settings,
-                    overwrite=args.overwrite)
-    merit = bf.merit.exponential(args.c)
-    env = bf.bernoulli_arms(DEMO_MEANS)
-    policies = {
-        "FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), merit),
-        "FairX-UCB": bf.fairx_ucb(merit, horizon=args.horizon, delta=0.05),
-        "FairX-EG": bf.fairx_eg(merit, epsilon=0.05),
-        "TS": bf.thompson(bf.beta_bernoulli()),
-        "UCB": bf.ucb1(),
-    }
+    if not str(args.out).strip():
+        raise UsageError("--out must name a folder")
+    study = load_config(demo_config(), [f"runs={args.runs}", f"horizon={args.horizon}", f"seed={args.seed}",
+                                        f"merit.c={float(args.c)!r}", f"output={json.dumps(str(args.out))}"])
     t0 = time.perf_counter()
-    ds = bf.simulate(args.seed, env, policies, args.horizon, args.runs, merit=merit,
-                     progress=not args.no_progress,
-                     config={"job": "demo", "seed": args.seed, "study": settings, "fingerprint": fp})
+    res = study.execute(progress=not args.no_progress, restart=True, overwrite=args.overwrite,
+                        say=lambda m: print(m, file=sys.stderr))
     elapsed = time.perf_counter() - t0
-    out = args.out
-    io.write_results(ds, out / "demo.nc")
-    pre.remove_stale(lambda m: print(m, file=sys.stderr))
-    f1 = plotting.save_figure(plotting.plot_regret(ds), out / "regret.png")
-    f2 = plotting.save_figure(plotting.plot_exposure(ds), out / "exposure.png")
-
-    print(f"\nbayesfair demo: {env.spec.n_arms} Bernoulli arms, f(mu) = exp({args.c:g} mu), "
+    f1, f2 = write_figures(res.dataset, args.out)
+    print(f"\nbayesfair demo: {study.env.spec.n_arms} Bernoulli arms, f(mu) = exp({args.c:g} mu), "
           f"{args.runs} runs x {args.horizon:,} rounds, seed {args.seed}")
-    _print_tables(ds)
-    print(f"\nsimulated in {elapsed:.1f} s; wrote {out / 'demo.nc'}, {f1}, {f2}")
-    return 0
-
-
-def _print_tables(ds: Any) -> None:
-    import pandas as pd
-
-    from bayesfair import io
-
-    with pd.option_context("display.width", 140, "display.max_columns", 20, "display.precision", 3):
-        table = io.summary_table(ds)
-        print("\nCumulative regret at T (mean and standard error over runs):")
-        print(table[["fairness_regret", "fairness_regret_se", "reward_regret", "reward_regret_se",
-                     "regret", "regret_se"]].to_string(float_format=lambda v: f"{v:,.1f}"))
-        print("\nExposure share per arm at T (average pi_t over rounds and runs) vs merit share pi*:")
-        print(io.exposure_table(ds).to_string(float_format=lambda v: f"{v:.3f}"))
+    print_tables(res.dataset)
+    print(f"\nsimulated in {elapsed:.1f} s; wrote {res.results}, {f1}, {f2}")
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +335,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                       overwrite=args.overwrite, stop_after_chunks=args.stop_after_chunks,
                       every_chunks=args.save_every_chunks, every_seconds=args.save_every_seconds, say=say)
     if not quiet:
-        _print_tables(res.dataset)
+        print_tables(res.dataset)
         print(f"\nfinished in {time.perf_counter() - t0:.1f} s")
     print(f"wrote {res.results}" + (f" and {res.log}" if res.log else ""))
     return EXIT_OK
@@ -385,180 +366,12 @@ def _load_results(path: Path) -> tuple[Path, Any]:
         raise UsageError(f"cannot read {path} as bayesfair results: {exc}") from None
 
 
-def _sweep_keys(ds: Any) -> list[str]:
-    if "sweep" not in ds.attrs:
-        return []
-    return list(json.loads(ds.attrs["sweep"])["keys"])
-
-
-def sweep_table(ds: Any, checkpoint: int = -1):
-    """Final metrics of a sweep: one row per point x policy, mean and standard error over runs."""
-    import numpy as np
-    import pandas as pd
-
-    from bayesfair.io import SCALAR_METRICS
-
-    keys = _sweep_keys(ds)
-    last = ds.isel(checkpoint=checkpoint)
-    metrics = [*SCALAR_METRICS, *(["bf_regret"] if "bf_regret" in ds else [])]
-    rows = []
-    stacked = last[metrics].stack(point=keys)
-    for j in range(stacked.sizes["point"]):
-        pt = stacked.isel(point=j)
-        for pol in ds["policy"].values:
-            row = {k: pt[k].item() for k in keys}
-            row["policy"] = str(pol)
-            for m in metrics:
-                v = pt[m].sel(policy=pol).values
-                v = v[np.isfinite(v)]
-                row[m] = v.mean() if v.size else float("nan")
-                row[f"{m}_se"] = v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan")
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> list[Path]:
-    """Regret and exposure figures of a study (or the sweep figure of a sweep) into ``folder``."""
-    from bayesfair import plotting
-
-    prefix = f"{stem}." if stem else ""
-    keys = _sweep_keys(ds)
-    if keys:
-        table = sweep_table(ds)
-        x = keys[0]
-        if len(keys) > 1:  # one line per policy and combination of the other keys
-            others = keys[1:]
-            table["policy"] = table.apply(
-                lambda r: f"{r['policy']} ({', '.join(f'{k.split(chr(46))[-1]}={r[k]}' for k in others)})", axis=1)
-        metrics = ("fairness_regret", "reward_regret", *(("bf_regret",) if "bf_regret" in ds else ()))
-        fig = plotting.plot_sweep(table, x=x, metrics=metrics,
-                                  title=f"final regret over {x} (mean +- 1 s.e. over runs)")
-        return [plotting.save_figure(fig, folder / f"{prefix}sweep.png")]
-    return [plotting.save_figure(plotting.plot_regret(ds, logx=logx), folder / f"{prefix}regret.png"),
-            plotting.save_figure(plotting.plot_exposure(ds), folder / f"{prefix}exposure.png")]
-
-
 def run_plot(args: argparse.Namespace) -> int:
     path, ds = _load_results(args.results)
     folder = args.out or path.parent
     for fig in write_figures(ds, folder, path.stem, logx=args.logx):
         print(f"wrote {fig}")
     return EXIT_OK
-
-
-def _md_table(df: Any, fmt: str = "{:,.3f}") -> str:
-    import numpy as np
-
-    cols = [df.index.name or ""] + [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for idx, row in df.iterrows():
-        cells = [str(idx)]
-        for v in row.values:
-            if isinstance(v, (float, np.floating)):
-                cells.append("" if np.isnan(v) else fmt.format(v))
-            else:
-                cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _regret_table(ds: Any):
-    """Per policy: final regrets as 'mean ± se' strings, plus bi-level columns when present."""
-    import numpy as np
-    import pandas as pd
-
-    from bayesfair import io
-
-    t = io.summary_table(ds)
-    out = pd.DataFrame(index=pd.Index(t.index, name="policy"))
-    for m in io.SCALAR_METRICS:
-        out[m] = [f"{a:,.2f} ± {b:,.2f}" if b == b else f"{a:,.2f}" for a, b in zip(t[m], t[f"{m}_se"], strict=True)]
-    last = ds.isel(checkpoint=-1)
-    if "bf_regret" in ds:
-        vals = last["bf_regret"].values  # [policy, run]
-        out["bf_regret"] = [f"{v.mean():,.2f}" for v in vals]
-    if "anytime_slack" in ds:
-        slack = last["anytime_slack"].min(("run", "group")).values
-        out["floors_held"] = ["yes" if s >= 0 else f"no (min slack {s})" for s in slack]
-    out["seconds"] = [f"{s:.1f}" for s in np.asarray(ds["seconds"].values, float)]
-    return out
-
-
-def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
-    """Write ``<stem>.report.md`` and ``<stem>.report.html`` (figures linked / embedded)."""
-    import pandas as pd
-
-    from bayesfair import io
-    from bayesfair.io import atomic_temp
-
-    cfg = json.loads(ds.attrs.get("config", "{}"))
-    study = cfg.get("study", cfg)
-    keys = _sweep_keys(ds)
-    title = f"bayesfair report: {study.get('name', stem)}"
-    meta = [("created", ds.attrs.get("created", "?")), ("git revision", ds.attrs.get("git_revision", "?")),
-            ("versions", ", ".join(f"{k} {v}" for k, v in json.loads(ds.attrs.get("versions", "{}")).items())),
-            ("runs x horizon", f"{ds.sizes['run']} x {int(ds['checkpoint'].values[-1]):,}"),
-            ("seed", str(study.get("seed", cfg.get("seed", "?")))),
-            ("environment", json.dumps(study.get("environment", cfg.get("environment", {})))),
-            ("merit", json.dumps(study.get("merit", cfg.get("merit", {}))))]
-    if study.get("group_floors") is not None and "group_floors" not in keys:
-        meta.append(("group floors", json.dumps(study["group_floors"])))
-    if study.get("description"):
-        meta.insert(0, ("description", study["description"]))
-    sections: list[tuple[str, Any, str]] = []  # (heading, DataFrame, float format)
-    if keys:
-        meta.append(("sweep", ", ".join(f"{k} = {json.dumps(v)}" for k, v in
-                                         zip(keys, json.loads(ds.attrs["sweep"])["values"], strict=True))))
-        table = sweep_table(ds)
-        table.index = pd.Index([f"{i}" for i in range(len(table))], name="#")
-        sections.append(("Final cumulative regret per sweep point (mean and standard error over runs)", table,
-                         "{:,.2f}"))
-    else:
-        sections.append(("Final cumulative regret (mean ± standard error over runs)", _regret_table(ds), "{}"))
-        sections.append(("Exposure share per arm at T vs merit share pi*", io.exposure_table(ds), "{:.3f}"))
-    policies = study.get("policies", cfg.get("policies", {}))
-    pol_table = pd.DataFrame({"constructor": [v.get("name", "") for v in policies.values()],
-                              "parameters": [json.dumps({k: x for k, x in v.items() if k != "name"})
-                                             for v in policies.values()]},
-                             index=pd.Index(list(policies), name="policy"))
-    sections.append(("Policies (of the first sweep point)" if keys else "Policies", pol_table, "{}"))
-
-    md = [f"# {title}", ""]
-    md += [f"- **{k}**: {v}" for k, v in meta]
-    for heading, df, fmt in sections:
-        md += ["", f"## {heading}", "", _md_table(df, fmt)]
-    md += ["", "## Figures", ""]
-    md += [f"![{p.stem}]({p.name})" for p in figures]
-    body = [f"<h1>{html.escape(title)}</h1>", "<ul>"]
-    body += [f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in meta]
-    body.append("</ul>")
-    for heading, df, fmt in sections:
-        shown = df.copy()
-        for col in shown.columns:
-            if shown[col].dtype.kind == "f":
-                shown[col] = [fmt.format(v) if v == v else "" for v in shown[col]]
-        body += [f"<h2>{html.escape(heading)}</h2>", shown.to_html(border=0, escape=True)]
-    body.append("<h2>Figures</h2>")
-    for p in figures:
-        data = base64.b64encode(p.read_bytes()).decode()
-        body.append(f'<p><img alt="{html.escape(p.stem)}" src="data:image/png;base64,{data}"></p>')
-    page = ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title>"
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-            "table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right}"
-            "tr:nth-child(even){background:#f3f3f3}img{max-width:100%}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
-    out = []
-    for suffix, text in ((".report.md", "\n".join(md) + "\n"), (".report.html", page)):
-        path = folder / f"{stem}{suffix}"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = atomic_temp(path)
-        try:
-            Path(tmp).write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-        out.append(path)
-    return out[0], out[1]
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -1,12 +1,28 @@
-"""Experiment scripts run end to end with tiny arguments."""
+"""Experiment scripts run end to end with tiny arguments, and the study configs they run
+(experiments/configs/*.toml) load, are documented and run end to end when made tiny."""
 
 import importlib.util
 import json
+import os
+import re
+import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import bayesfair as bf
+from bayesfair.config import load_config
+from bayesfair.sweep import Sweep
+
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "experiments" / "configs"
+PATHS = sorted(CONFIGS.glob("*.toml"))
+DATA = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
+# environments that read a dataset, and the dataset's folder
+DATASETS = {"yeast_bandit": "yeast", "gmf_adult": "adult", "compas_bandit": "compas",
+            "family_income_bandit": "family_income"}
+TINY = ["horizon=40", "runs=2", "checkpoints=5", "chunk_size=16"]
 
 
 def _load(rel: str):
@@ -26,10 +42,6 @@ def test_long_horizon_script_tiny(tmp_path, capsys):
 
 
 def test_fairx_yeast_script_small_figure2(tmp_path, capsys, monkeypatch):
-    import os
-
-    import pytest
-
     data = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
     if not (data / "yeast" / "yeast.arff").is_file():
         pytest.skip(f"yeast data not found under {data}")
@@ -108,8 +120,6 @@ def test_biased_feedback_script_tiny(tmp_path, capsys, monkeypatch):
 
 def test_group_meritocratic_script_tiny(tmp_path, capsys, monkeypatch):
     """Figures 1 and 2 of the group meritocratic fairness paper at tiny sizes (Figure 2 needs Adult)."""
-    import os
-
     data = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
     have_adult = (data / "adult" / "adult.data").is_file()
     if have_adult:
@@ -132,3 +142,122 @@ def test_group_meritocratic_script_tiny(tmp_path, capsys, monkeypatch):
         assert abs(fig2["selection_rate_percent"]["Uniform Random"][0] - 10.0) < 1e-3  # 1/K of those offered
         assert (tmp_path / "fig2.png").stat().st_size > 0
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the study configs
+
+
+def _raw(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+@pytest.fixture
+def data_for(monkeypatch):
+    """Point BAYESFAIR_DATA at the shared data for a config that needs a dataset, or skip."""
+
+    def use(path: Path) -> None:
+        dataset = DATASETS.get(_raw(path)["environment"]["name"])
+        if dataset is None:
+            return
+        if not (DATA / dataset).is_dir():
+            pytest.skip(f"{path.name} needs the {dataset} data under {DATA}")
+        monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+
+    return use
+
+
+def _studies(obj) -> list:
+    return list(obj.points) if isinstance(obj, Sweep) else [obj]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_config_loads_validates_and_is_documented(path, data_for):
+    text = path.read_text()
+    assert text.startswith("#"), f"{path.name}: start with a header comment (what it reproduces, what it cannot)"
+    data_for(path)
+    full = load_config(path)
+    tiny = load_config(path, TINY)
+    for study in _studies(tiny):
+        assert (study.horizon, study.runs) == (40, 2)
+        assert study.policies and study.env.spec.n_arms >= 2
+    assert len(_studies(full)) == len(_studies(tiny))
+    docs = [*(ROOT / "experiments").glob("*/README.md"), ROOT / "docs" / "workflow.md"]
+    assert any(f"configs/{path.name}" in d.read_text() for d in docs), \
+        f"{path.name} is not named in any experiment README or docs/workflow.md"
+
+
+@pytest.mark.parametrize("readme", sorted((ROOT / "experiments").glob("*/README.md")), ids=lambda p: p.parent.name)
+def test_every_experiment_readme_names_its_configs(readme):
+    if readme.parent.name == "benchmarks":
+        return
+    named = re.findall(r"configs/([\w.-]+\.toml)", readme.read_text())
+    assert named, f"{readme} does not mention its config"
+    for name in named:
+        assert (CONFIGS / name).is_file(), f"{readme} names configs/{name}, which does not exist"
+
+
+def test_the_demo_config_is_the_packaged_one():
+    """`bayesfair demo` runs the config shipped in the package; experiments/configs/demo.toml is it."""
+    from bayesfair.cli import demo_config
+
+    assert demo_config().is_file() and demo_config().parent.name == "data"
+    assert (CONFIGS / "demo.toml").read_bytes() == demo_config().read_bytes()
+
+
+def test_yeast_validation_part_shares_the_test_parts_random_fourier_map(monkeypatch):
+    """The linear yeast bandit's validation part (tuning in experiments/fairx_yeast/run.py) uses the
+    random Fourier map of the test part: the same draws as a bandit built on the validation rows
+    with the test part's bandwidth."""
+    import jax
+
+    if not (DATA / "yeast").is_dir():
+        pytest.skip(f"needs the yeast data under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    from bayesfair.datasets import load_yeast
+    from bayesfair.environments import multilabel_bandit
+    from bayesfair.registry import yeast_bandit
+    from bayesfair.tuning import validation_split
+
+    df = load_yeast("all")
+    x, y = df[list(df.attrs["features"])].to_numpy(np.float64), df[list(df.attrs["labels"])].to_numpy(np.float64)
+    split = validation_split(x, y, fraction=0.2, seed=0)
+    test = multilabel_bandit(split.test_features, split.test_labels, mode="linear", n_rff=50, key=0, bias=0.0)
+    want = multilabel_bandit(split.val_features, split.val_labels, mode="linear", n_rff=50, key=0, bias=0.0,
+                             rff_scale=test.config["rff_scale"])
+    val = yeast_bandit(mode="linear", part="validation", split_seed=0, key=0)
+    assert val.spec.n_arms == 14
+    assert (val.spec.n_groups, val.spec.n_features, val.spec.reward_range) == \
+        (want.spec.n_groups, want.spec.n_features, want.spec.reward_range)
+    np.testing.assert_array_equal(val.spec.group_of_arm, want.spec.group_of_arm)
+    for k in jax.random.split(jax.random.key(11), 2):
+        k1, k2 = jax.random.split(k)
+        got, exp = val.reset(k1), want.reset(k1)
+        draws = (got, val.step(k2, got, np.int32(3))), (exp, want.step(k2, exp, np.int32(3)))
+        for a, b in zip(jax.tree.leaves(draws[0]), jax.tree.leaves(draws[1]), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _run_tiny(path: Path, tmp_path: Path):
+    obj = load_config(path, [*TINY, f"output={tmp_path / path.stem}"])
+    res = obj.execute()
+    ds = bf.read_results(res.results)
+    studies = _studies(obj)
+    assert list(ds["policy"].values) == list(studies[0].policies)
+    assert int(ds["checkpoint"].values[-1]) == 40 and ds.sizes["run"] == 2
+    assert np.isfinite(ds["fairness_regret"].values).all()
+    assert np.all(ds["pulls"].isel(checkpoint=-1).sum("arm").values == 40)
+    return ds
+
+
+@pytest.mark.parametrize("name", ["long_horizon.toml", "group_meritocratic_fig1.toml"])
+def test_tiny_run(name, tmp_path):
+    _run_tiny(CONFIGS / name, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_tiny_run_of_every_config(path, tmp_path, data_for):
+    data_for(path)
+    _run_tiny(path, tmp_path)

@@ -14,6 +14,11 @@ gives all five the same environment draws (common random numbers).
 - ``family_income`` and ``compas`` (Section 5.3, Figure 3): share of sensitive pulls and biased
   regret over time (the true regret is not defined on these data, as the paper says).
 
+The studies are configs: ``experiments/configs/biased_feedback_synthetic.toml`` (the paper's
+default point, the T sweep), ``biased_feedback_compas.toml`` and
+``biased_feedback_family_income.toml``, all at the small scale. ``--scale``, ``--seed`` (1000 N
+added to the seeds), ``--policies`` and the points of the synthetic sweeps are overrides of them.
+
 Usage: python experiments/biased_feedback/run.py [--scale small|paper]
        [--setting synthetic|family_income|compas|all] [--out DIR] [--seed N] [--policies A,B,...]
        [--no-progress]
@@ -26,42 +31,41 @@ import json
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
+from bayesfair.config import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
+CONFIGS = {setting: REPO / "experiments" / "configs" / f"biased_feedback_{setting}.toml"
+           for setting in ("synthetic", "family_income", "compas")}
 POLICIES = ("TopInterval", "IntervalChaining", "NaiveFair", "GroupFairTopInterval", "GroupFair-TS")
-SETTINGS = ("synthetic", "family_income", "compas")
+SETTINGS = tuple(CONFIGS)
 
-# The paper's defaults (Section 5.2): n = 10, 5 sensitive, mu = 10, d = 2, T = 1000; d = 5 in the
-# mu sweep. Its sweep grids and run counts are not printed (the figures are images); the values
-# below are ours. The authors' code records the T sweep at T = 20, 40, ..., 1000.
+# --scale: overrides of the synthetic config (runs, horizon; t_step: checkpoints every t_step
+# rounds), of the data configs (data_horizon, data_runs), and the synthetic sweeps' grids. The paper
+# (Section 5.2): n = 10, 5 sensitive, mu = 10, d = 2, T = 1000 (the config); d = 5 in the mu sweep.
+# Its sweep grids and run counts are not printed (the figures are images); the values below are
+# ours. The authors' code records the T sweep at T = 20, 40, ..., 1000.
 SCALES: dict[str, dict[str, Any]] = {
-    "small": {
-        "runs": 8, "horizon": 1000, "t_step": 50,
-        "n_arms": (6, 10, 16), "bias_mean": (0.0, 10.0, 20.0), "n_sensitive": (3, 5, 7),
-        "data_horizon": 1000, "data_runs": 4, "chunk": 1000,
-    },
+    "small": {"n_arms": (6, 10, 16), "bias_mean": (0.0, 10.0, 20.0), "n_sensitive": (3, 5, 7)},
     "paper": {
-        "runs": 50, "horizon": 1000, "t_step": 20,
+        "runs": 50, "t_step": 20,
         "n_arms": (4, 6, 8, 10, 12, 14, 16, 18, 20), "bias_mean": (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0),
         "n_sensitive": (2, 3, 4, 5, 6, 7, 8),
-        "data_horizon": 2000, "data_runs": 50, "chunk": 1000,
+        "data_horizon": 2000, "data_runs": 50,
     },
 }
-DEFAULT = {"n_arms": 10, "n_sensitive": 5, "bias_mean": 10.0, "n_features": 2}
-COEF_HIGH = 10.0  # beta ~ U[0, 10]^d (Appendix C's [0, c])
-DELTA = 0.1  # the authors' experiments use delta = 0.1
-# GroupFair-TS scales on the data (rewards: v_decile_score 1-10; income in 1e5 PHP). sigma is about the
-# per-arm least-squares residual sd on the whole table (1.39 and 1.15); tau = s = 1 on z-scored features.
-DATA_TS = {"compas": {"tau": 1.0, "s": 1.0, "sigma": 1.5}, "family_income": {"tau": 1.0, "s": 1.0, "sigma": 1.2}}
-MERIT = bf.merit.exponential(1.0, domain=(-100.0, 100.0))  # the simulator needs one; its metrics are unused here
+# the synthetic config's environment (the sweeps move one of these from it)
+with open(CONFIGS["synthetic"], "rb") as _f:
+    _ENV = tomllib.load(_f)["environment"]
+DEFAULT = {k: _ENV[k] for k in ("n_arms", "n_sensitive", "bias_mean", "n_features")}
 
 
 def log(msg: str) -> None:
@@ -85,41 +89,34 @@ def use_shared_data() -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# policies
+# studies
 
 
-def make_policies(ts_params: dict[str, float], names: tuple[str, ...] = POLICIES) -> dict[str, Any]:
-    from bayesfair.policies import biased as pb
-
-    build = {
-        "TopInterval": lambda: pb.top_interval(DELTA),
-        "IntervalChaining": lambda: pb.interval_chaining(DELTA),
-        "NaiveFair": lambda: pb.naive_fair(DELTA),
-        "GroupFairTopInterval": lambda: pb.group_fair_top_interval(DELTA),
-        "GroupFair-TS": lambda: pb.group_fair_ts(**ts_params),
-    }
-    return {n: build[n]() for n in names}
+def synthetic_ts_s(bias_mean: float) -> float:
+    """GroupFair-TS's s matched to the generator's spread (not to its draws): the root mean square
+    of U[-2 mu, 0], 2 mu / sqrt(3), at least 1 (tau = sd of U[0, c] = c / sqrt(12) is in the config)."""
+    return float(max(2.0 * bias_mean / np.sqrt(3.0), 1.0))
 
 
-def synthetic_ts_params(bias_mean: float) -> dict[str, float]:
-    """GroupFair-TS scales matched to the generator's spreads (not to its draws): tau = sd of
-    U[0, c] = c / sqrt(12); s = root mean square of U[-2 mu, 0] = 2 mu / sqrt(3) (at least 1);
-    the population mean keeps the vague default prior N(0, 10^2)."""
-    return {"tau": COEF_HIGH / np.sqrt(12.0), "s": max(2.0 * bias_mean / np.sqrt(3.0), 1.0), "sigma": 1.0}
+def load_study(args, setting: str, overrides: list[str], seed_offset: int | None = None):
+    """A setting's config with ``overrides``, the seed (``seed_offset`` if given, else the config's)
+    plus 1000 * --seed, and the chosen policies."""
+    import dataclasses
+
+    with open(CONFIGS[setting], "rb") as f:
+        seed = tomllib.load(f)["seed"] if seed_offset is None else seed_offset
+    study = load_config(CONFIGS[setting], [*overrides, f"seed={seed + 1000 * args.seed}"])
+    if list(args.policies) != list(study.policies):
+        study = dataclasses.replace(study, policies={p: study.policies[p] for p in args.policies},
+                                    config={**study.config, "policies": {p: study.config["policies"][p]
+                                                                         for p in args.policies}})
+    return study
 
 
-# ---------------------------------------------------------------------------------------------
-# running and scoring
-
-
-def simulate(args, env, ts_params, horizon: int, runs: int, seed: int, checkpoints, tag: str):
-    log(f"{tag}: {env.name}, n={env.spec.n_arms}, d={env.spec.n_features}, T={horizon:,}, {runs} runs")
-    ds = bf.simulate(seed, env, make_policies(ts_params, args.policies), horizon, runs, merit=MERIT,
-                     checkpoints=checkpoints, chunk_size=min(SCALES[args.scale]["chunk"], horizon),
-                     progress=args.progress,
-                     config={"job": f"biased_feedback/{tag}", "scale": args.scale, "seed": seed,
-                             "group_fair_ts": ts_params, "delta": DELTA})
-    return add_derived(ds, env, seed, runs)
+def simulate(args, study, tag: str):
+    env = study.env
+    log(f"{tag}: {env.name}, n={env.spec.n_arms}, d={env.spec.n_features}, T={study.horizon:,}, {study.runs} runs")
+    return add_derived(study.run(progress=args.progress), env, study.seed, study.runs)
 
 
 def add_derived(ds, env, seed: int, runs: int):
@@ -181,27 +178,33 @@ def synthetic(args) -> dict[str, Any]:
     import pandas as pd
 
     from bayesfair import plotting
-    from bayesfair.environments.biased import synthetic_biased
 
     cfg = SCALES[args.scale]
-    T, R = cfg["horizon"], cfg["runs"]
-    grid = np.arange(cfg["t_step"], T + 1, cfg["t_step"])
+    scale = [f"{k}={cfg[k]}" for k in ("runs", "horizon") if k in cfg]
+    if "t_step" in cfg:
+        with open(CONFIGS["synthetic"], "rb") as f:
+            horizon = cfg.get("horizon", tomllib.load(f)["horizon"])
+        scale.append(f"checkpoints={np.arange(cfg['t_step'], horizon + 1, cfg['t_step']).tolist()}")
     out: dict[str, Any] = {}
     cache: dict[tuple, Any] = {}
 
     def run(n_arms, n_sensitive, bias_mean, n_features, tag, seed):
         key = (n_arms, n_sensitive, bias_mean, n_features)
         if key not in cache:
-            env = synthetic_biased(n_arms, n_sensitive, n_features, bias_mean=bias_mean, coef_high=COEF_HIGH)
-            ds = simulate(args, env, synthetic_ts_params(bias_mean), T, R, seed, grid, tag)
+            study = load_study(args, "synthetic", [
+                *scale, f"environment.n_arms={n_arms}", f"environment.n_sensitive={n_sensitive}",
+                f"environment.bias_mean={float(bias_mean)!r}", f"environment.n_features={n_features}",
+                f"policies.GroupFair-TS.s={synthetic_ts_s(bias_mean)!r}"], seed)
+            ds = simulate(args, study, tag)
             name = f"synthetic_n{n_arms}_s{n_sensitive}_mu{bias_mean:g}_d{n_features}"
             bf.write_results(ds, args.out / f"{name}.nc")
             cache[key] = ds
         return cache[key]
 
     # T sweep (Figures 1(a)/2(a)): one run, every checkpoint is a horizon
-    base = run(DEFAULT["n_arms"], DEFAULT["n_sensitive"], DEFAULT["bias_mean"], DEFAULT["n_features"], "T",
-               args.seed * 1000 + 1)
+    base = run(DEFAULT["n_arms"], DEFAULT["n_sensitive"], DEFAULT["bias_mean"], DEFAULT["n_features"], "T", None)
+    grid = base["checkpoint"].values
+    T, R = int(grid[-1]), base.sizes["run"]
     plot_over_time(base, args.out / "synthetic_T.png",
                    f"synthetic, n=10, 5 sensitive, mu=10, d=2; mean over {R} runs (band 10-90%)")
     out["T"] = {"final": print_final(f"synthetic T sweep, at T={T:,} (mean +- s.e. over {R} runs):", base),
@@ -221,7 +224,7 @@ def synthetic(args) -> dict[str, Any]:
             if param == "n_arms":
                 setting["n_sensitive"] = v // 2
             ds = run(setting["n_arms"], setting["n_sensitive"], setting["bias_mean"], setting["n_features"],
-                     f"{short}={v:g}", args.seed * 1000 + 10 * (sweeps.index((param, short)) + 1) + i)
+                     f"{short}={v:g}", 10 * (sweeps.index((param, short)) + 1) + i)
             for p, r in {str(p): final_row(ds, str(p)) for p in ds["policy"].values}.items():
                 rows.append({short: v, "policy": p, **r})
         table = pd.DataFrame(rows)
@@ -238,13 +241,11 @@ def synthetic(args) -> dict[str, Any]:
 
 
 def data_setting(args, which: str) -> dict[str, Any]:
-    from bayesfair.environments import biased as eb
-
     cfg = SCALES[args.scale]
-    T, R = cfg["data_horizon"], cfg["data_runs"]
-    env = eb.compas_bandit() if which == "compas" else eb.family_income_bandit()
-    seed = args.seed * 1000 + (500 if which == "compas" else 600)
-    ds = simulate(args, env, DATA_TS[which], T, R, seed, bf.checkpoint_grid(T, 40), which)
+    scale = [f"{k}={cfg[f'data_{k}']}" for k in ("horizon", "runs") if f"data_{k}" in cfg]
+    study = load_study(args, which, scale)
+    env, T, R = study.env, study.horizon, study.runs
+    ds = simulate(args, study, which)
     bf.write_results(ds, args.out / f"{which}.nc")
     sensitive = env.groups.names[1]
     plot_over_time(ds, args.out / f"{which}.png",

@@ -5,9 +5,12 @@ Settings (Section 6.2), Bernoulli arms, two groups (group 0 = minority):
 - ``low``:  5 minority + 10 majority arms, every mean ~ U[0.6, 0.85], drawn afresh per run;
 - ``high``: 10 minority arms ~ U[0.5, 0.8] and 50 majority arms ~ U[0.7, 1].
 
-f(mu) = mu, delta = 0.01, beta in {(0.2, 0.2), (0.3, 0.3), (0.4, 0.4)}. The baselines of Section
-6.1 (UCB, MF, GEF) and their Thompson counterparts (TS, MF-TS, GEF-TS) run at beta = (0.4, 0.4),
-the value of Figures 2 and 3. As Section 6.2 does for f(mu) = mu with means above 0.5, the
+f(mu) = mu, delta = 0.01, beta in {(0.2, 0.2), (0.3, 0.3), (0.4, 0.4)}. The studies are the configs
+``experiments/configs/bilevel_high.toml`` and ``bilevel.toml`` (beta = (0.4, 0.4), all eight
+policies, small scale) with the floors of ``bilevel_beta_sweep.toml``; ``--scale``, ``--horizon``,
+``--runs``, ``--seed`` (added to each config's seed) and ``group_floors`` are config overrides.
+The baselines of Section 6.1 (UCB, MF, GEF) and their Thompson counterparts (TS, MF-TS, GEF-TS)
+run at beta = (0.4, 0.4), the value of Figures 2 and 3. As Section 6.2 does for f(mu) = mu with means above 0.5, the
 optimistic policies use the upper corner of the confidence box as the optimistic means (``steps=0``,
 ``start="upper"``): the group value sum mu^2 / sum mu is increasing in every mu_i >= 1/2, so the
 corner is the maximizer of Subroutine 2/3 line 5 on such boxes.
@@ -40,55 +43,46 @@ writes the summary and the figures without simulating.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
+from bayesfair.config import Study, load_config
 from bayesfair.io import write_text
 
-SETTINGS = {
-    "high": {"sizes": (10, 50), "low": [0.5] * 10 + [0.7] * 50, "high": [0.8] * 10 + [1.0] * 50},
-    "low": {"sizes": (5, 10), "low": [0.6] * 15, "high": [0.85] * 15},
-}
-BETAS = ((0.2, 0.2), (0.3, 0.3), (0.4, 0.4))
-BASELINE_BETA = (0.4, 0.4)
-SCALES = {"small": {"horizon": 10_000, "runs": 8, "chunk": 4096},
-          "paper": {"horizon": 10_000_000, "runs": 50, "chunk": 65_536}}
-DELTA = 0.01
-MERIT = bf.merit.identity(0.01)  # f(mu) = mu (the floor only matters for draws below 0.01)
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+# The two settings' studies at beta = (0.4, 0.4), all eight policies; each setting's seed is its
+# config's (high 0, low 1000) plus --seed.
+SETTINGS = {"high": CONFIGS / "bilevel_high.toml", "low": CONFIGS / "bilevel.toml"}
+with open(CONFIGS / "bilevel_beta_sweep.toml", "rb") as _f:  # the floors of Figure 1
+    BETAS = tuple(tuple(b) for b in tomllib.load(_f)["sweep"]["group_floors"])
+with open(SETTINGS["low"], "rb") as _f:  # the settings' floors: the baselines run at this beta only
+    BASELINE_BETA = tuple(tomllib.load(_f)["group_floors"])
+# --scale: config overrides (small: the configs as written)
+SCALES = {"small": {}, "paper": {"horizon": 10_000_000, "runs": 50, "chunk_size": 65_536}}
 BF_POLICIES = ("BF-UCB", "BF-TS")
 BASELINES = ("UCB", "TS", "GEF", "GEF-TS", "MF", "MF-TS")
 
 
-def environment(setting: str) -> bf.Environment:
-    s = SETTINGS[setting]
-    groups = bf.Groups.from_sizes(s["sizes"], names=("minority", "majority"))
-    return bf.bernoulli_arms(bf.UniformMeans(s["low"], s["high"]), groups=groups)
-
-
-def policies(beta: tuple[float, float], with_baselines: bool,
-             only: tuple[str, ...] | None = None) -> dict[str, bf.Policy]:
-    post = bf.beta_bernoulli()
-    out = {
-        "BF-UCB": bf.bf_ucb(beta, MERIT, delta=DELTA, steps=0),
-        "BF-TS": bf.bf_ts(beta, MERIT, post),
-    }
-    if with_baselines:
-        out.update({
-            "UCB": bf.ucb1(),
-            "TS": bf.thompson(post),
-            "GEF": bf.gef(beta, delta=DELTA),
-            "GEF-TS": bf.gef_ts(beta, post),
-            "MF": bf.mf(MERIT, delta=DELTA, steps=0),
-            "MF-TS": bf.mf_ts(MERIT, post),
-        })
-    if only is not None:
-        out = {name: pol for name, pol in out.items() if name in only}
-    return out
+def study(setting: str, beta: tuple[float, float], scale: dict, seed: int = 0, with_baselines: bool = True,
+          only: tuple[str, ...] | None = None) -> Study:
+    """The study of one setting and floor: its config with ``scale`` (key -> value), ``seed``
+    added to the config's seed and ``group_floors = beta``; the baselines only at BASELINE_BETA."""
+    overrides = [f"{k}={v}" for k, v in scale.items()] + [f"group_floors={list(beta)}"]
+    s = load_config(SETTINGS[setting], overrides)
+    if seed:
+        s = load_config(SETTINGS[setting], [*overrides, f"seed={s.seed + seed}"])
+    keep = [p for p in s.policies if (p in BF_POLICIES or with_baselines) and (only is None or p in only)]
+    if keep != list(s.policies):
+        s = dataclasses.replace(s, policies={p: s.policies[p] for p in keep},
+                                config={**s.config, "policies": {p: s.config["policies"][p] for p in keep}})
+    return s
 
 
 def merge_results(dirs: list[Path]) -> dict:
@@ -302,10 +296,6 @@ def results_settings(results: dict) -> list[str]:
     return [s for s in SETTINGS if any(k[0] == s for k in results)]
 
 
-def _write_text(path: Path, text: str) -> None:
-    write_text(path, text)
-
-
 def markdown(summary: dict) -> str:
     lines = []
     for setting, per_beta in summary.items():
@@ -376,33 +366,30 @@ def main(argv: list[str] | None = None) -> int:
             scale[name] = value
     args.out.mkdir(parents=True, exist_ok=True)
     settings = list(SETTINGS) if args.setting == "all" else [args.setting]
-    grid = bf.checkpoint_grid(scale["horizon"], 80)
     results, timings = {}, {}
     t_all = time.perf_counter()
     for setting in settings:
-        si = list(SETTINGS).index(setting)  # the seed offset of the setting, whichever run alone
-        env = environment(setting)
         for beta in betas:
             tag = _tag(beta)
-            pols = policies(beta, with_baselines=(beta == BASELINE_BETA and not args.no_baselines), only=only)
-            if not pols:
+            st = study(setting, beta, scale, args.seed, with_baselines=beta == BASELINE_BETA and not args.no_baselines,
+                       only=only)
+            if not st.policies:
                 continue
             t0 = time.perf_counter()
             if not args.quiet:
-                print(f"{setting} arms, beta = {beta}: {', '.join(pols)}", file=sys.stderr)
-            ds = bf.simulate(args.seed + 1000 * si, env, pols, scale["horizon"], scale["runs"], merit=MERIT,
-                             checkpoints=grid, chunk_size=min(scale["chunk"], scale["horizon"]),
-                             progress=not args.quiet, group_floors=beta,
-                             config={"experiment": "bilevel", "setting": setting, "scale": args.scale})
-            timings[f"{setting}/{tag}"] = {p: float(ds["seconds"].sel(policy=p)) for p in pols}
+                print(f"{setting} arms, beta = {beta}: {', '.join(st.policies)}", file=sys.stderr)
+            ds = st.run(progress=not args.quiet)
+            timings[f"{setting}/{tag}"] = {p: float(ds["seconds"].sel(policy=p)) for p in st.policies}
             bf.write_results(ds, args.out / f"bilevel_{setting}_{tag}.nc")
             results[(setting, tag)] = ds
             if not args.quiet:
                 print(f"  done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    meta = {"scale": args.scale, "horizon": scale["horizon"], "runs": scale["runs"], "seed": args.seed,
-            "wall_seconds": time.perf_counter() - t_all, "seconds_per_policy": timings}
+            scale.setdefault("horizon", st.horizon)
+            scale.setdefault("runs", st.runs)
     if not results:
         p.error("--policies selected nothing to run (baselines run only at beta = (0.4, 0.4), without --no-baselines)")
+    meta = {"scale": args.scale, "horizon": scale["horizon"], "runs": scale["runs"], "seed": args.seed,
+            "wall_seconds": time.perf_counter() - t_all, "seconds_per_policy": timings}
     return _report(results, args, meta)
 
 
@@ -410,9 +397,9 @@ def _report(results: dict, args: argparse.Namespace, meta: dict) -> int:
     """Write summary.json / summary.md and the figures of ``results`` to ``args.out``."""
     summary = summarize(results)
     summary["_meta"] = meta
-    _write_text(args.out / "summary.json", json.dumps(summary, indent=2))
+    write_text(args.out / "summary.json", json.dumps(summary, indent=2))
     md = markdown({k: v for k, v in summary.items() if k != "_meta"})
-    _write_text(args.out / "summary.md", md)
+    write_text(args.out / "summary.md", md)
     for path in figures(results, args.out):
         if not args.quiet:
             print(f"wrote {path}", file=sys.stderr)

@@ -9,10 +9,15 @@ Reproduces the yeast experiments of fairness_of_exposure_fairx_icml2021 (Section
   FairX-LinUCB/LinTS/LinEG and LinUCB/LinTS.
 - sweep: final fairness and reward regret of the FairX MAB policies against the steepness c.
 
-The data are split once at random into 20% validation / 80% test examples (Section 5.1).
-Hyper-parameters are chosen by :func:`bayesfair.tuning.grid_search` on the validation bandit
-(minimum fairness regret, as the paper does), cached in ``<out>/tuned_params.json`` and printed;
-the figures are run on the test bandit. ``--no-tune`` uses the documented defaults instead.
+The studies are configs, ``experiments/configs/fairx_yeast_fig1.toml``, ``fairx_yeast_fig2.toml``,
+``fairx_yeast_fig3.toml`` and ``fairx_yeast_c_sweep.toml`` (environment, merit, policies, seeds);
+``--scale``, ``--seed`` (the split, the RFF map and 100 N added to the seeds), ``--bias`` and the
+hyper-parameters are overrides of them. The data are split once at random into 20% validation /
+80% test examples (Section 5.1). Hyper-parameters are chosen by
+:func:`bayesfair.tuning.grid_search` on the validation bandit (the config with
+``environment.part = "validation"``; minimum fairness regret, as the paper does), cached in
+``<out>/tuned_params.json`` and printed; the figures are run on the test bandit. ``--no-tune``
+uses the documented defaults instead.
 
 Usage: python experiments/fairx_yeast/run.py [--scale small|paper] [--figure 1|2|3|sweep|all]
        [--out DIR] [--seed N] [--no-tune] [--retune] [--bias S]
@@ -25,41 +30,46 @@ import json
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
+from bayesfair.config import Study, parse_config, parse_override, set_path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
+CONFIGS = {fig: REPO / "experiments" / "configs" / f"fairx_yeast_{name}.toml"
+           for fig, name in (("fig1", "fig1"), ("fig2", "fig2"), ("fig3", "fig3"), ("sweep", "c_sweep"))}
 MAB_ALL = ("FairX-UCB", "FairX-TS", "FairX-EG", "UCB", "TS")
 LINEAR_ALL = ("FairX-LinUCB", "FairX-LinTS", "FairX-LinEG", "LinUCB", "LinTS")
 FIG1_POLICIES = ("UCB", "TS", "FairX-UCB", "FairX-TS")
 SWEEP_POLICIES = ("FairX-UCB", "FairX-TS", "FairX-EG")
+with open(CONFIGS["sweep"], "rb") as _f:
+    PAPER_C = tuple(tomllib.load(_f)["sweep"]["merit.c"])
 
-# Scales. The paper states the Figure 1 horizons (2,000 and 2,000,000 rounds) and 10 runs per
-# experiment; it does not state the horizons of Figures 2-3 or of the tuning runs, nor the c
-# values of its appendix sweep -- those below are our choices (see README.md).
+# Scales: config overrides per figure (small: the configs' sizes), Figure 1's rounds, the sweep's
+# c values and the tuning runs. The paper states the Figure 1 horizons (2,000 and 2,000,000
+# rounds) and 10 runs per experiment; it does not state the horizons of Figures 2-3 or of the
+# tuning runs, nor the c values of its appendix sweep -- those below are our choices (see README.md).
 SCALES: dict[str, dict[str, Any]] = {
     "small": {
-        "fig1": {"rounds": (2_000, 20_000), "runs": 2},
-        "fig2": {"horizon": 5_000, "runs": 3},
-        "fig3": {"horizon": 2_000, "runs": 2},
-        "sweep": {"c": (1.0, 4.0, 10.0), "horizon": 3_000, "runs": 2},
+        "fig1": {"rounds": (2_000, 20_000)},
+        "fig2": {},
+        "fig3": {},
+        "sweep": {"c": (1.0, 4.0, 10.0), "horizon": 3_000, "runs": 2, "checkpoints": 100},
         # small: tune once per setting (at c = 10 for the MAB, c = 3 for the linear bandit) and reuse
-        "tune": {"horizon": 1_000, "runs": 2, "linear_horizon": 500, "per_c": False},
-        "chunk": 1_024,
+        "tune": {"horizon": 1_000, "runs": 2, "linear_horizon": 500, "per_c": False, "chunk_size": 1_024},
     },
     "paper": {
-        "fig1": {"rounds": (2_000, 2_000_000), "runs": 10},
-        "fig2": {"horizon": 2_000_000, "runs": 10},
-        "fig3": {"horizon": 200_000, "runs": 10},
-        "sweep": {"c": (1.0, 2.0, 4.0, 6.0, 8.0, 10.0), "horizon": 200_000, "runs": 10},
-        "tune": {"horizon": 100_000, "runs": 3, "linear_horizon": 20_000, "per_c": True},
-        "chunk": 8_192,
+        "fig1": {"rounds": (2_000, 2_000_000), "runs": 10, "chunk_size": 8_192},
+        "fig2": {"horizon": 2_000_000, "runs": 10, "chunk_size": 8_192},
+        "fig3": {"horizon": 200_000, "runs": 10, "chunk_size": 8_192},
+        "sweep": {"c": PAPER_C, "horizon": 200_000, "runs": 10, "chunk_size": 8_192, "checkpoints": 100},
+        "tune": {"horizon": 100_000, "runs": 3, "linear_horizon": 20_000, "per_c": True, "chunk_size": 8_192},
     },
 }
 
@@ -104,8 +114,11 @@ DEFAULTS: dict[str, dict[str, float]] = {
     "FairX-LinEG": {"epsilon": 0.05, "lam": 1.0},
 }
 
-SEED_OFFSETS = {"fig1": 1, "fig2": 2, "fig3": 3, "sweep": 4, "tune": 5}
+TUNE_SEED = 5  # the tuning runs' seed: 100 * --seed + 5 (the figures': their configs' seeds + 100 * --seed)
 TUNE_C = {"mab": 10.0, "linear": 3.0}  # where tuning happens when a scale does not tune per c
+MODE_CONFIG = {"mab": "fig2", "linear": "fig3"}  # whose environment and policies are tuned
+# hyper-parameters of the posteriors are set inside the policy's posterior table
+PARAM_PATHS = {"prior_var": "posterior.prior_var", "noise_var": "posterior.noise_var"}
 
 
 def log(msg: str) -> None:
@@ -121,92 +134,42 @@ def write_text(path: Path, text: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# data and environments
+# studies
 
 
-def load_yeast_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """Yeast features [2417, 103] and labels [2417, 14] through bayesfair.datasets.
-
-    Uses ``$BAYESFAIR_DATA``; if unset and the repository has ``../shared/data`` beside it, uses that.
-    """
+def use_shared_data() -> None:
+    """Use ``$BAYESFAIR_DATA``; if unset and the repository has ``../shared/data`` beside it, that."""
     shared = REPO.parent / "shared" / "data"
     if not os.environ.get("BAYESFAIR_DATA") and (shared / "yeast").is_dir():
         os.environ["BAYESFAIR_DATA"] = str(shared)
-    from bayesfair.datasets import load_yeast
-
-    df = load_yeast("all")
-    return df[list(df.attrs["features"])].to_numpy(np.float64), df[list(df.attrs["labels"])].to_numpy(np.float64)
 
 
-class Bandits:
-    """The validation and test bandits (MAB and linear), built lazily from one random split."""
-
-    def __init__(self, seed: int, bias: float):
-        from bayesfair.tuning import validation_split
-
-        x, y = load_yeast_arrays()
-        self.split = validation_split(x, y, fraction=0.2, seed=seed)
-        self.seed = seed
-        self.bias = bias
-        self._cache: dict[tuple[str, str], Any] = {}
-
-    def get(self, mode: str, part: str):
-        from bayesfair.environments import multilabel_bandit
-
-        if (mode, part) in self._cache:
-            return self._cache[mode, part]
-        s = self.split
-        x, y = (s.val_features, s.val_labels) if part == "val" else (s.test_features, s.test_labels)
-        kw: dict[str, Any] = {"mode": mode, "name": f"yeast_{mode}_{part}"}
-        if mode == "linear":
-            kw.update(n_rff=50, key=self.seed, bias=self.bias)
-            if part == "val":  # the same random Fourier map (W, b and bandwidth) as the test bandit
-                kw["rff_scale"] = self.get("linear", "test").config["rff_scale"]
-        env = multilabel_bandit(x, y, **kw)
-        self._cache[mode, part] = env
-        return env
+def config_c(fig: str) -> float:
+    """The merit steepness c of a figure's config."""
+    with open(CONFIGS[fig], "rb") as f:
+        return float(tomllib.load(f)["merit"]["c"])
 
 
-# ---------------------------------------------------------------------------------------------
-# policies
+def param_overrides(name: str, params: dict[str, float]) -> list[str]:
+    """``policies.<name>.<key>=value`` overrides for a policy's hyper-parameters."""
+    return [f"policies.{name}.{PARAM_PATHS.get(k, k)}={float(v)!r}" for k, v in params.items()]
 
 
-def make_policy(name: str, merit, params: dict[str, float]):
-    """Build one of the compared policies from its hyper-parameters."""
-    if name in LINEAR_ALL:
-        return make_linear_policy(name, merit, params)
-    if name == "UCB":
-        return bf.ucb1(w0=params["w0"])
-    if name == "FairX-UCB":
-        return bf.fairx_ucb(merit, w0=params["w0"])  # projected gradient ascent, lr 0.01, 10 steps
-    if name in ("TS", "FairX-TS"):
-        # Gaussian TS with known reward variance, prior N(0, prior_var) (the theorems' N(0, 1) family)
-        post = bf.normal_known_variance(0.0, params["prior_var"], params["noise_var"])
-        return bf.thompson(post) if name == "TS" else bf.fairx_ts(post, merit)
-    if name == "FairX-EG":
-        return bf.fairx_eg(merit, epsilon=params["epsilon"])
-    raise ValueError(f"unknown policy {name!r}")
-
-
-def make_linear_policy(name: str, merit, params: dict[str, float]):
-    """The linear policies of bayesfair.policies.linear (imported lazily)."""
-    try:
-        from bayesfair.policies import linear as lin
-        from bayesfair.posteriors.linear import linear_known_variance
-    except ImportError as exc:
-        raise SystemExit(f"Figure 3 needs bayesfair.policies.linear ({exc}); it is not available in this checkout. "
-                         "Run --figure 1, 2 or sweep instead.") from None
-    if name in ("LinTS", "FairX-LinTS"):
-        # Gaussian linear TS with known reward variance, prior theta ~ N(0, prior_var I)
-        post = linear_known_variance(0.0, params["prior_var"], params["noise_var"])
-        return lin.lints(post) if name == "LinTS" else lin.fairx_lints(post, merit)
-    if name == "LinUCB":
-        return lin.linucb(lam=params["lam"], beta=params["beta"])
-    if name == "FairX-LinUCB":  # fixed beta_t = beta; projected gradient ascent, lr 0.01, 10 steps
-        return lin.fairx_linucb(merit, lam=params["lam"], beta=params["beta"])
-    if name == "FairX-LinEG":  # lam: the ridge regularization parameter
-        return lin.fairx_lineg(merit, epsilon=params["epsilon"], lam=params["lam"])
-    raise ValueError(f"unknown linear policy {name!r}")
+def load_study(args, fig: str, overrides: list[str], only: tuple[str, ...] | None = None) -> Study:
+    """The figure's config (without its [sweep] table) with the split and RFF seed (--seed), --bias,
+    the seed (config's + 100 * --seed), ``overrides`` and only the policies ``only``."""
+    with open(CONFIGS[fig], "rb") as f:
+        raw = tomllib.load(f)
+    raw.pop("sweep", None)
+    env = [f"environment.split_seed={args.seed}", f"seed={raw['seed'] + 100 * args.seed}"]
+    if raw["environment"]["mode"] == "linear":
+        env += [f"environment.key={args.seed}", f"environment.bias={float(args.bias)!r}"]
+    for text in (*env, *overrides):
+        key, value = parse_override(text)
+        set_path(raw, key, value, where=text)
+    if only is not None:
+        raw["policies"] = {k: v for k, v in raw["policies"].items() if k in only}
+    return parse_config(raw, CONFIGS[fig])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,9 +179,8 @@ def make_linear_policy(name: str, merit, params: dict[str, float]):
 class Tuner:
     """Grid search on the validation bandit, cached in ``<out>/tuned_params.json``."""
 
-    def __init__(self, args: argparse.Namespace, bandits: Bandits):
+    def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.bandits = bandits
         self.scale = SCALES[args.scale]
         self.grids = GRIDS[args.scale]
         self.path = args.out / "tuned_params.json"
@@ -246,13 +208,17 @@ class Tuner:
                                      "note": "one-point grid, not simulated"}
             self._save()
             return dict(points[0])
-        merit = bf.merit.exponential(c)
+        fig = MODE_CONFIG[mode]
+        val = [f"merit.c={float(c)!r}", 'environment.part="validation"']
+        study = load_study(self.args, fig, val, only=(name,))
         log(f"tuning {name} ({mode}, c={c:g}) on the validation split: grid {self.grids[name]}")
         t0 = time.perf_counter()
-        res = grid_search(self.bandits.get(mode, "val"), lambda **p: make_policy(name, merit, p), self.grids[name],
-                          metric="fairness_regret", horizon=horizon, runs=tune["runs"],
-                          seed=self.args.seed * 100 + SEED_OFFSETS["tune"], merit=merit,
-                          chunk_size=min(self.scale["chunk"], horizon), progress=self.args.progress)
+        res = grid_search(study.env,
+                          lambda **p: load_study(self.args, fig, [*val, *param_overrides(name, p)],
+                                                 only=(name,)).policies[name],
+                          self.grids[name], metric="fairness_regret", horizon=horizon, runs=tune["runs"],
+                          seed=self.args.seed * 100 + TUNE_SEED, merit=study.merit,
+                          chunk_size=min(tune["chunk_size"], horizon), progress=self.args.progress)
         self.cache[entry_key] = {"params": res.best, "score": res.best_score, "signature": signature,
                                  "seconds": time.perf_counter() - t0,
                                  "table": res.scores.drop(columns=["policy"]).to_dict(orient="records")}
@@ -285,19 +251,18 @@ class Tuner:
 # figures
 
 
-def run_policies(args, bandits, tuner, fig: str, mode: str, c: float, names, horizon: int, runs: int,
-                 checkpoints=None):
-    merit = bf.merit.exponential(c)
+def run_policies(args, tuner, fig: str, c: float, names, overrides: list[str]):
+    """Simulate the figure's config with the tuned (or default) hyper-parameters of ``names``."""
+    mode = "linear" if names[0] in LINEAR_ALL else "mab"
     params = tuner.chosen(mode, c, names)
-    policies = {n: make_policy(n, merit, params[n]) for n in names}
-    env = bandits.get(mode, "test")
-    log(f"{fig}: {mode}, c={c:g}, T={horizon:,}, {runs} runs, policies {', '.join(names)}")
-    ds = bf.simulate(args.seed * 100 + SEED_OFFSETS[fig], env, policies, horizon, runs, merit=merit,
-                     checkpoints=checkpoints, chunk_size=min(SCALES[args.scale]["chunk"], horizon),
-                     progress=args.progress,
-                     config={"job": f"fairx_yeast/{fig}", "scale": args.scale, "seed": args.seed, "c": c,
-                             "hyper_parameters": params, "tuned": not args.no_tune})
-    return ds
+    study = load_study(args, fig, [*overrides, f"merit.c={float(c)!r}",
+                                   *(o for n in names for o in param_overrides(n, params[n]))], only=tuple(names))
+    log(f"{fig}: {mode}, c={c:g}, T={study.horizon:,}, {study.runs} runs, policies {', '.join(names)}")
+    return study, study.run(progress=args.progress)
+
+
+def _scale(cfg: dict[str, Any]) -> list[str]:
+    return [f"{k}={v}" for k, v in cfg.items() if k in ("horizon", "runs", "chunk_size", "checkpoints")]
 
 
 def final_table(ds) -> dict[str, dict[str, float]]:
@@ -321,14 +286,15 @@ def print_table(title: str, table: dict[str, dict[str, float]]) -> None:
               f"{r['reward_regret']:>12,.1f} +- {r['reward_regret_se']:<7,.1f}")
 
 
-def figure1(args, bandits, tuner) -> dict:
+def figure1(args, tuner) -> dict:
     from bayesfair import plotting
 
     cfg = SCALES[args.scale]["fig1"]
     rounds = tuple(cfg["rounds"])
     horizon = max(rounds)
     grid = np.union1d(bf.checkpoint_grid(horizon, 40), rounds)
-    ds = run_policies(args, bandits, tuner, "fig1", "mab", 4.0, FIG1_POLICIES, horizon, cfg["runs"], grid)
+    _, ds = run_policies(args, tuner, "fig1", config_c("fig1"), FIG1_POLICIES,
+                         [*_scale(cfg), f"horizon={horizon}", f"checkpoints={grid.tolist()}"])
     bf.write_results(ds, args.out / "fig1.nc")
     fig = plotting.plot_exposure_at(ds, rounds, title="yeast MAB, f = exp(4 mu): average exposure per arm")
     plotting.save_figure(fig, args.out / "fig1_exposure.png")
@@ -343,29 +309,28 @@ def figure1(args, bandits, tuner) -> dict:
     return {"pi_star": pi_star.tolist(), "exposure": {str(r): v for r, v in shares.items()}}
 
 
-def figure_regret(args, bandits, tuner, fig: str) -> dict:
+def figure_regret(args, tuner, fig: str) -> dict:
     from bayesfair import plotting
 
     cfg = SCALES[args.scale][fig]
-    mode, c, names = ("mab", 10.0, MAB_ALL) if fig == "fig2" else ("linear", 3.0, LINEAR_ALL)
-    if mode == "linear":
-        make_linear_policy("FairX-LinEG", bf.merit.exponential(c), DEFAULTS["FairX-LinEG"])  # fail early if missing
-    ds = run_policies(args, bandits, tuner, fig, mode, c, names, cfg["horizon"], cfg["runs"])
+    mode, names = ("mab", MAB_ALL) if fig == "fig2" else ("linear", LINEAR_ALL)
+    c = config_c(fig)
+    study, ds = run_policies(args, tuner, fig, c, names, _scale(cfg))
     bf.write_results(ds, args.out / f"{fig}.nc")
     fig_obj = plotting.plot_regret(ds)
     fig_obj.suptitle(f"yeast {'MAB' if mode == 'mab' else 'linear (50-d RFF)'}, f = exp({c:g} mu); "
                      f"mean over {ds.sizes['run']} runs, band 10-90%", fontsize=9)
     plotting.save_figure(fig_obj, args.out / f"{fig}_regret.png")
     table = final_table(ds)
-    print_table(f"Figure {fig[-1]} ({mode}, c={c:g}), at T={cfg['horizon']:,} (mean +- s.e. over runs):", table)
+    print_table(f"Figure {fig[-1]} ({mode}, c={c:g}), at T={study.horizon:,} (mean +- s.e. over runs):", table)
     out: dict[str, Any] = {"final": table}
     if mode == "linear":
-        env_cfg = bandits.get("linear", "test").config
+        env_cfg = study.env.config
         out["environment"] = {k: env_cfg[k] for k in ("rff_scale", "bias", "fit_r2", "fitted_mean_range")}
     return out
 
 
-def sweep(args, bandits, tuner) -> dict:
+def sweep(args, tuner) -> dict:
     import pandas as pd
 
     from bayesfair import plotting
@@ -373,7 +338,7 @@ def sweep(args, bandits, tuner) -> dict:
     cfg = SCALES[args.scale]["sweep"]
     rows = []
     for c in cfg["c"]:
-        ds = run_policies(args, bandits, tuner, "sweep", "mab", c, SWEEP_POLICIES, cfg["horizon"], cfg["runs"])
+        _, ds = run_policies(args, tuner, "sweep", c, SWEEP_POLICIES, _scale(cfg))
         bf.write_results(ds, args.out / f"sweep_c{c:g}.nc")
         for p, r in final_table(ds).items():
             rows.append({"c": c, "policy": p, **r})
@@ -406,10 +371,11 @@ def main(argv: list[str] | None = None) -> int:
 
     figures = ("1", "2", "3", "sweep") if args.figure == "all" else (args.figure,)
     t_start = time.perf_counter()
-    bandits = Bandits(args.seed, args.bias)
-    tuner = Tuner(args, bandits)
+    use_shared_data()
+    tuner = Tuner(args)
+    label_means = load_study(args, "fig2", [], only=MAB_ALL[:1]).env.config["label_means"]
     summary: dict[str, Any] = {"scale": args.scale, "seed": args.seed, "tuned": not args.no_tune,
-                               "label_means_test": bandits.get("mab", "test").config["label_means"],
+                               "label_means_test": label_means,
                                "figures": {}, "seconds": {}}
     summary_path = args.out / "summary.json"
     if summary_path.is_file():  # keep earlier figures' entries when running one figure at a time
@@ -420,11 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     for f in figures:
         t0 = time.perf_counter()
         if f == "1":
-            summary["figures"]["1"] = figure1(args, bandits, tuner)
+            summary["figures"]["1"] = figure1(args, tuner)
         elif f in ("2", "3"):
-            summary["figures"][f] = figure_regret(args, bandits, tuner, f"fig{f}")
+            summary["figures"][f] = figure_regret(args, tuner, f"fig{f}")
         else:
-            summary["figures"]["sweep"] = sweep(args, bandits, tuner)
+            summary["figures"]["sweep"] = sweep(args, tuner)
         summary["seconds"][f] = time.perf_counter() - t0
         write_text(summary_path, json.dumps(summary, indent=2))
     wall = time.perf_counter() - t_start

@@ -11,10 +11,14 @@
   over runs), and the fair and standard pseudo-regret of Uniform Random, OFUL, Fair-Greedy
   (multi-group form) and Greedy.
 
-Hyper-parameters: lambda = 0.1 for every ridge estimate (Section 6 states it for Fair-Greedy and
-OFUL; we keep it in Section 7, which does not say); Fair-Greedy's rho = 0.1; OFUL's radius is
-Abbasi-Yadkori et al.'s Theorem 2 with delta = 0.05, R = the reward noise's standard deviation and
-S = ||mu*||_2 (known to the experimenter, not to the policy's estimate).
+The studies are ``experiments/configs/group_meritocratic_fig1.toml`` and
+``group_meritocratic_fig2_adult.toml`` (the small scale); ``--scale paper``, ``--seed`` (the
+config's seed + 100 N) and ``--group`` are config overrides, and the checkpoints are 100 evenly
+spaced rounds (the figures' linear round axis). Hyper-parameters (in the configs): lambda = 0.1 for
+every ridge estimate (Section 6 states it for Fair-Greedy and OFUL; we keep it in Section 7, which
+does not say); Fair-Greedy's rho = 0.1; OFUL's radius is Abbasi-Yadkori et al.'s Theorem 2 with
+delta = 0.05, R = the reward noise's standard deviation and S = ||mu*||_2 (known to the
+experimenter, not to the policy's estimate).
 
 Usage: python experiments/group_meritocratic/run.py [--scale small|paper] [--figure 1|2|all]
        [--out DIR] [--seed N] [--group race|sex] [--no-progress]
@@ -27,27 +31,27 @@ import json
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
+from bayesfair.config import load_config
 from bayesfair.environments import group_meritocratic as gm
-from bayesfair.policies import group_meritocratic as gp
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+CONFIGS = {"fig1": REPO / "experiments" / "configs" / "group_meritocratic_fig1.toml",
+           "fig2": REPO / "experiments" / "configs" / "group_meritocratic_fig2_adult.toml"}
 
-# The paper: Figure 1 over 500 rounds and Figure 2 over 2,500 rounds, 10 runs each.
-SCALES: dict[str, dict[str, Any]] = {
-    "small": {"fig1": {"horizon": 300, "runs": 4}, "fig2": {"horizon": 400, "runs": 3}},
-    "paper": {"fig1": {"horizon": 500, "runs": 10}, "fig2": {"horizon": 2_500, "runs": 10}},
+# --scale: config overrides per figure (small: the configs as written). The paper: Figure 1 over
+# 500 rounds and Figure 2 over 2,500 rounds, 10 runs each.
+SCALES: dict[str, dict[str, dict[str, Any]]] = {
+    "small": {"fig1": {}, "fig2": {}},
+    "paper": {"fig1": {"horizon": 500, "runs": 10, "chunk_size": 500}, "fig2": {"horizon": 2_500, "runs": 10}},
 }
-LAM, RHO, DELTA = 0.1, 0.1, 0.05
-N_CANDIDATES = 10  # Section 7: K = 10 candidates per round
-ADULT_NOISE = 0.1
-MERIT = bf.merit.exponential(1.0)  # required by the simulator for FairX's pi*; not used here
 COLORS = {"Uniform Random": "tab:blue", "OFUL": "tab:orange", "Fair-Greedy": "tab:green", "Greedy": "tab:red"}
 
 
@@ -65,6 +69,18 @@ def write_text(path: Path, text: str) -> Path:
 
 def _checkpoints(horizon: int, n: int = 100) -> np.ndarray:
     return np.unique(np.clip(np.linspace(horizon / n, horizon, n).round().astype(np.int64), 1, horizon))
+
+
+def load_study(args, fig: str, extra: tuple[str, ...] = ()):
+    """The figure's study: its config with the scale's values, the seed (config's + 100 * --seed)
+    and 100 evenly spaced checkpoints as overrides."""
+    with open(CONFIGS[fig], "rb") as f:
+        raw = tomllib.load(f)
+    scale = SCALES[args.scale][fig]
+    horizon = scale.get("horizon", raw["horizon"])
+    overrides = [f"{k}={v}" for k, v in scale.items()]
+    overrides += [f"seed={raw['seed'] + 100 * args.seed}", f"checkpoints={_checkpoints(horizon).tolist()}", *extra]
+    return load_config(CONFIGS[fig], overrides)
 
 
 def _final(ds, metrics=("fair_regret", "regret")) -> dict[str, dict[str, float]]:
@@ -94,19 +110,11 @@ def _regret_panel(ax, ds, metric: str, title: str) -> None:
 def figure1(args) -> dict:
     from bayesfair import plotting
 
-    cfg = SCALES[args.scale]["fig1"]
-    env = gm.gmf_synthetic()
-    s = float(np.linalg.norm(env.config["theta"]))
-    policies = {
-        "Uniform Random": gp.uniform_random(),
-        "OFUL": gp.oful(lam=LAM, noise_sd=env.config["noise_sd"], theta_bound=s, delta=DELTA),
-        "Fair-Greedy": gp.fair_greedy(cfg["horizon"], lam=LAM, rho=RHO),
-    }
-    log(f"figure 1: Section 6 synthetic (K=4, d=17), T={cfg['horizon']}, {cfg['runs']} runs")
-    ds = bf.simulate(args.seed * 100 + 1, env, policies, cfg["horizon"], cfg["runs"], merit=MERIT,
-                     checkpoints=_checkpoints(cfg["horizon"]), chunk_size=cfg["horizon"], progress=args.progress,
-                     config={"job": "group_meritocratic/fig1", "scale": args.scale, "seed": args.seed, "lam": LAM,
-                             "rho": RHO, "delta": DELTA})
+    study = load_study(args, "fig1")
+    env = study.env
+    log(f"figure 1: Section 6 synthetic (K=4, d=17), T={study.horizon}, {study.runs} runs")
+    ds = study.run(progress=args.progress)
+    cfg = {"horizon": study.horizon, "runs": study.runs}
     bf.write_results(ds, args.out / "fig1.nc")
 
     plt = plotting._plt()
@@ -134,32 +142,22 @@ def figure1(args) -> dict:
             "seconds": float(ds["seconds"].sum())}
 
 
-def _adult_env(args):
+def _use_shared_data() -> None:
     shared = REPO.parent / "shared" / "data"
     if not os.environ.get("BAYESFAIR_DATA") and (shared / "adult").is_dir():
         os.environ["BAYESFAIR_DATA"] = str(shared)
-    return gm.gmf_adult(N_CANDIDATES, group=args.group, noise_sd=ADULT_NOISE, split="all")
 
 
 def figure2(args) -> dict:
     from bayesfair import plotting
 
-    cfg = SCALES[args.scale]["fig2"]
-    env = _adult_env(args)
-    s = float(np.linalg.norm(env.config["theta"]))
-    policies = {
-        "Uniform Random": gp.uniform_random(),
-        "OFUL": gp.oful(lam=LAM, noise_sd=ADULT_NOISE, theta_bound=s, delta=DELTA),
-        "Fair-Greedy": gp.fair_greedy_multigroup(cfg["horizon"], lam=LAM, rho=RHO),
-        "Greedy": gp.greedy(lam=LAM),
-    }
+    _use_shared_data()
+    study = load_study(args, "fig2", (f'environment.group="{args.group}"',))
+    env = study.env
+    cfg = {"horizon": study.horizon, "runs": study.runs}
     log(f"figure 2: Adult ({args.group}, {env.spec.n_groups} groups, population {env.config['population']:,}), "
-        f"K={N_CANDIDATES}, d={env.spec.n_features}, T={cfg['horizon']}, {cfg['runs']} runs")
-    ds = bf.simulate(args.seed * 100 + 2, env, policies, cfg["horizon"], cfg["runs"], merit=MERIT,
-                     checkpoints=_checkpoints(cfg["horizon"]), chunk_size=min(cfg["horizon"], 1024),
-                     progress=args.progress,
-                     config={"job": "group_meritocratic/fig2", "scale": args.scale, "seed": args.seed, "lam": LAM,
-                             "rho": RHO, "delta": DELTA, "group": args.group, "noise_sd": ADULT_NOISE})
+        f"K={env.spec.n_arms}, d={env.spec.n_features}, T={cfg['horizon']}, {cfg['runs']} runs")
+    ds = study.run(progress=args.progress)
     bf.write_results(ds, args.out / "fig2.nc")
 
     rate = gm.selection_rate(ds)  # [policy, run, group]
@@ -182,7 +180,7 @@ def figure2(args) -> dict:
     axes[0].legend(fontsize=7)
     _regret_panel(axes[1], ds, "fair_regret", "Fair pseudo-regret")
     _regret_panel(axes[2], ds, "regret", "Standard pseudo-regret")
-    fig.suptitle(f"Adult ({args.group}) stand-in for the census study, K={N_CANDIDATES}, mean +- sd over "
+    fig.suptitle(f"Adult ({args.group}) stand-in for the census study, K={env.spec.n_arms}, mean +- sd over "
                  f"{cfg['runs']} runs ({args.scale} scale)", fontsize=10)
     fig.tight_layout()
     plotting.save_figure(fig, args.out / "fig2.png")
