@@ -1,7 +1,8 @@
 """Throughput of BF-UCB and BF-TS: the jitted bayesfair simulator vs a vectorized NumPy loop.
 
-Setting: the bi-level study's (experiments/bilevel/run.py, Section 6.2 of the bi-level paper),
-imported from that script so the benchmark measures exactly its configuration: Bernoulli arms in
+Setting: the bi-level study's (experiments/configs/bilevel.toml and bilevel_high.toml, which
+experiments/bilevel/run.py runs; Section 6.2 of the bi-level paper), loaded from those configs so
+the benchmark measures exactly its configuration: Bernoulli arms in
 two groups (group 0 = minority), beta = (0.4, 0.4), f(mu) = mu (``MERIT``, floor 0.01),
 delta = 0.01, BF-UCB with ``steps=0`` (the upper corner of the confidence box), BF-TS with
 Beta(1, 1)-Bernoulli posteriors.
@@ -41,9 +42,9 @@ Usage: ``python experiments/benchmarks/bilevel_bench.py [--quick] [--horizon T] 
 See experiments/benchmarks/README.md.
 """
 
-import importlib.util
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
 
@@ -51,9 +52,11 @@ import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be impo
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
+from bayesfair.config import load_config
 from bayesfair.metrics import bilevel_regret
 
-STUDY_SCRIPT = Path(__file__).resolve().parents[1] / "bilevel" / "run.py"
+_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+STUDY_CONFIGS = {"high": _CONFIGS / "bilevel_high.toml", "low": _CONFIGS / "bilevel.toml"}
 SETTING_OF_K = {15: "low", 60: "high"}
 POLICIES = ("BF-UCB", "BF-TS")
 BETA = (0.4, 0.4)
@@ -64,18 +67,29 @@ TARGET_HOURS = {"BF-UCB": 1.0, "BF-TS": 2.0}
 
 
 def load_study():
-    """The bi-level study script (experiments/bilevel/run.py) as a module.
+    """The bi-level study's configs (experiments/configs/bilevel.toml and bilevel_high.toml, the
+    ones experiments/bilevel/run.py runs), as the benchmark uses them.
 
     Returns
     -------
-    module
-        Provides ``environment(setting)``, ``policies(beta, with_baselines)``, ``MERIT``,
-        ``SETTINGS``, ``DELTA``, ``SCALES``.
+    types.SimpleNamespace
+        ``environment(setting)``, ``policies(beta, with_baselines)`` (``{label: Policy}``),
+        ``MERIT``, ``SETTINGS`` (``{setting: {"sizes": group sizes}}``) and ``DELTA`` (BF-UCB's).
     """
-    spec = importlib.util.spec_from_file_location("bilevel_study_run", STUDY_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    studies = {setting: load_config(path) for setting, path in STUDY_CONFIGS.items()}
+
+    def policies(beta, with_baselines=False):
+        s = load_config(STUDY_CONFIGS["low"], [f"group_floors={list(beta)}"])
+        return {k: v for k, v in s.policies.items() if with_baselines or k in ("BF-UCB", "BF-TS")}
+
+    low = studies["low"]
+    return SimpleNamespace(
+        environment=lambda setting: studies[setting].env,
+        policies=policies,
+        MERIT=low.merit,
+        SETTINGS={k: {"sizes": tuple(s.config["environment"]["group_sizes"])} for k, s in studies.items()},
+        DELTA=low.config["policies"]["BF-UCB"]["delta"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,7 +545,8 @@ def main(argv=None):
     study = load_study()
     report = harness.new_report("bilevel", argv, args, beta=list(BETA), delta=study.DELTA,
                                 merit=study.MERIT.describe(), bf_ucb_steps=0, prior=[1.0, 1.0],
-                                study_script="experiments/bilevel/run.py", target_ratio=TARGET_RATIO)
+                                study_configs=[f"experiments/configs/{p.name}" for p in STUDY_CONFIGS.values()],
+                                target_ratio=TARGET_RATIO)
     report["results"] = results = [bench_one(study, policy, k, args) for policy in args.policies for k in args.arms]
     report["study"] = STUDY
     report["study_estimate"] = study_estimate(results, args.quick)
