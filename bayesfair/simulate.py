@@ -440,7 +440,7 @@ def simulate(
         default components then record the exact anytime check ``anytime_slack`` = min_t (N_g,t -
         floor(beta_g t)) per group and, with a merit and a multi-armed environment, the bi-level
         regret against R*_beta(T) (Eq. 1 of the bi-level paper) with its Theorem 4 terms
-        (:func:`bayesfair.metrics.bilevel_regret`). Ignored when ``metrics`` is given (give a
+        (:func:`bayesfair.metrics.bilevel_regret`). Not with ``metrics`` (a TypeError: give a
         :class:`~bayesfair.metric_parts.Floors` component instead).
     checkpoints : int sequence, optional
         Rounds at which cumulative metrics are recorded (default :func:`checkpoint_grid`);
@@ -505,6 +505,9 @@ def simulate(
     if floors is not None:
         floors = resolve_floors(floors, env.groups.n_groups, floors_name)
     explicit = metrics is not None
+    if explicit and floors is not None:
+        raise TypeError("floors configure the default metrics only: with metrics=[...], give the floors to a "
+                        "bayesfair.metric_parts.Floors component")
     metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
     check_study(env, policies, merit, key, runs, metrics)

@@ -208,9 +208,10 @@ class Study:
         """
         from bayesfair.simulate import simulate
 
+        parts = self.metrics()
         return simulate(
             self.seed, self.env, self.policies, self.horizon, self.runs, merit=self.merit,
-            metrics=self.metrics(), floors=self.config["floors"],
+            metrics=parts, floors=self.config["floors"] if parts is None else None,
             checkpoints=self.checkpoints, chunk_size=self.config["chunk_size"], devices=self.config["devices"],
             progress=progress, checkpointer=checkpointer, round_log=round_log,
             config={"job": self.name, "seed": self.seed, "study": self.config,

@@ -115,6 +115,8 @@ def test_component_errors(small_env, exp4):
         bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Floors([0.3, 0.3], exp4)])
     with pytest.raises(ValueError, match="floors: .*length 2"):
         bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Floors([0.3, 0.3, 0.2])])
+    with pytest.raises(TypeError, match="Floors component"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Conventional()], floors=[0.3, 0.3])
     with pytest.raises(ValueError, match="needs a merit"):
         mp.metrics_from_names(["fairx"], None, None)
     with pytest.raises(ValueError, match="unknown metric component"):
