@@ -161,3 +161,19 @@ def test_config_metrics_key():
         assert err.value.path == path
     with pytest.raises(ConfigError, match="needs the study's floors") as err:
         parse_config({**copy.deepcopy(STUDY), "metrics": ["floors"], "policies": {"UCB": {"name": "ucb1"}}})
+
+
+def test_resume_with_named_components_is_exact(tmp_path):
+    from bayesfair.persist import StudyInterrupted
+
+    raw = {**copy.deepcopy(STUDY), "floors": [0.2, 0.2], "metrics": ["conventional", "floors", "tracked"],
+           "resume": {"every_chunks": 1}}
+    study = parse_config(raw)
+    full = study.run()
+    with pytest.raises(StudyInterrupted):  # 4 chunks per policy: stop inside the second policy
+        study.execute(tmp_path, stop_after_chunks=6)
+    res = study.execute(tmp_path, resume=True)
+    assert res.resumed
+    resumed = io.read_results(res.results)
+    assert set(resumed.data_vars) == set(full.data_vars) and "fairness_regret" not in full
+    _same(full, resumed, [v for v in full.data_vars if v != "seconds"])
