@@ -36,11 +36,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from bayesfair.metrics import bilevel_regret
-
 __all__ = [
     "to_dataset", "write_results", "write_text", "read_results", "tidy", "versions", "git_revision",
-    "summary_table", "exposure_table", "ResultsFileError", "RESULTS_SCHEMA", "results_checksum",
+    "summary_table", "exposure_table", "ResultsFileError", "RESULTS_SCHEMA", "results_checksum", "json_default",
+    "canonical_json",
 ]
 
 SCALAR_METRICS = ("fairness_regret", "reward_regret", "regret", "reward")
@@ -89,21 +88,22 @@ def git_revision() -> str:
         return "unknown"
 
 
-def to_dataset(outputs, *, grid, env, policies, merit, means, pi_star, key, horizon, runs, config,
-               pi_star_within=None, group_floors=None):
+def to_dataset(outputs, *, grid, env, policies, metrics, means, key, horizon, runs, config, merit=None,
+               record_metrics=False):
     """Assemble simulator outputs into an xarray Dataset.
 
-    Variables: every recorded metric (see :mod:`bayesfair.metrics`) with dims
-    ``[policy, run, checkpoint, ...]``: the scalar regrets and reward; ``exposure``/``pulls``
-    ``[..., arm]``; ``group_exposure``/``group_pulls``/``group_offered``/``group_fairness_regret``
-    ``[..., group]``; optional ``<name>_regret``, ``anytime_slack`` and ``track_<name>`` (NaN for a
-    policy that does not track it). ``mean``, ``pi_star`` and ``pi_star_within`` ``[run, arm]``
-    (the environment draw per run); ``seconds`` ``[policy]``. With ``group_floors``: ``group_floor``
-    ``[group]`` and, for multi-armed environments, ``bf_regret``, ``bf_regret_groups`` and
-    ``bf_regret_within`` ``[policy, run, checkpoint]``. Attributes: the configuration (JSON), key,
-    versions, git revision.
+    Variables: every metric the components recorded (see :mod:`bayesfair.metric_parts` and
+    :mod:`bayesfair.metrics`) with dims ``[policy, run, checkpoint, ...]`` (a tracked quantity
+    is NaN for a policy that does not report it); ``mean`` ``[run, arm]`` (the environment draw
+    per run); the variables the components' ``finalize`` adds (by default ``pi_star`` and
+    ``pi_star_within`` ``[run, arm]`` with a merit; ``group_floor`` ``[group]`` and the
+    ``bf_regret`` terms ``[policy, run, checkpoint]`` with floors); ``seconds`` ``[policy]``.
+    Attributes: the configuration (JSON; ``merit`` is null without one, ``metrics`` lists the
+    components when ``record_metrics``), key, versions, git revision.
     """
     import xarray as xr
+
+    from bayesfair.metric_parts import ResultContext
 
     names = list(outputs)
     groups = env.groups
@@ -112,6 +112,7 @@ def to_dataset(outputs, *, grid, env, policies, merit, means, pi_star, key, hori
     for n in names:
         for spec in outputs[n].specs:
             specs.setdefault(spec.name, spec)
+    values = {}
     for name, spec in specs.items():
         arrays = []
         for n in names:
@@ -122,25 +123,15 @@ def to_dataset(outputs, *, grid, env, policies, merit, means, pi_star, key, hori
         arr = np.stack(arrays)
         if spec.combine == "min":
             arr = arr.astype(np.int64)
+        values[name] = arr
         data[name] = (("policy", "run", "checkpoint", *spec.dims), arr, {"long_name": spec.long_name})
     data["mean"] = (("run", "arm"), means, {"long_name": "expected reward of each arm in each run"})
-    data["pi_star"] = (("run", "arm"), pi_star, {"long_name": "optimal fair policy f(mu)/sum f(mu)"})
-    if pi_star_within is not None:
-        data["pi_star_within"] = (("run", "arm"), pi_star_within,
-                                  {"long_name": "within-group fair policy f(mu_i)/sum_{j in g(i)} f(mu_j)"})
-    if group_floors is not None:
-        data["group_floor"] = (("group",), np.asarray(group_floors, np.float64),
-                               {"long_name": "exposure floor beta_g (bi-level Definition 2)"})
-        if env.spec.n_features == 0 and pi_star_within is not None:
-            exposure = np.stack([outputs[n].values["exposure"] for n in names])
-            terms = bilevel_regret(exposure, means, pi_star_within, groups.labels, group_floors, grid)
-            long = {
-                "bf_regret": "bi-level regret R*_beta(T) - sum_i E[N_i,T] mu_i (Eq. 1, Definition 5)",
-                "bf_regret_groups": "Theorem 4 first term: sum_g (E[N_g,T] - floor(beta_g T)) Delta_g",
-                "bf_regret_within": "Theorem 4 second term: sum_t Delta^t_{g_t}, within-group policy regret",
-            }
-            for name, arr in terms.items():
-                data[name] = (("policy", "run", "checkpoint"), arr, {"long_name": long[name]})
+    res = ResultContext(env, means, np.asarray(grid), values)
+    for part in metrics:
+        for name, var in part.finalize(res).items():
+            if name in data:
+                raise ValueError(f"metrics: component {part.name!r} adds {name!r}, which is already recorded")
+            data[name] = var
     data["seconds"] = (("policy",), np.array([outputs[n].seconds for n in names]),
                        {"long_name": "wall-clock seconds of the simulation (including compilation)"})
     coords = {
@@ -154,13 +145,14 @@ def to_dataset(outputs, *, grid, env, policies, merit, means, pi_star, key, hori
     full_config = {
         "environment": {"name": env.name, **env.config},
         "policies": {n: {"name": p.name, **p.config} for n, p in policies.items()},
-        "merit": merit.describe(),
+        "merit": None if merit is None else merit.describe(),
         "horizon": horizon,
         "runs": runs,
+        **({"metrics": [part.describe() for part in metrics]} if record_metrics else {}),
         **config,
     }
     attrs = {
-        "config": json.dumps(full_config, default=_json_default),
+        "config": json.dumps(full_config, default=json_default),
         "key": json.dumps(np.asarray(jax.random.key_data(key)).tolist()),
         "versions": json.dumps(versions()),
         "git_revision": git_revision(),
@@ -169,12 +161,23 @@ def to_dataset(outputs, *, grid, env, policies, merit, means, pi_star, key, hori
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """``default`` for :func:`json.dumps` of configs: numpy arrays as lists, numpy scalars as
+    Python numbers, anything else as its ``repr``."""
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (np.floating, np.integer)):
         return obj.item()
     return repr(obj)
+
+
+#: Deprecated private name of :func:`json_default` (kept for modules that still import it).
+_json_default = json_default
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON text of a config (sorted keys, :func:`json_default`): what fingerprints hash."""
+    return json.dumps(obj, sort_keys=True, default=json_default)
 
 
 def atomic_temp(path: Path) -> str:
@@ -519,9 +522,14 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
 def tidy(ds):
     """One row per policy x run x checkpoint with the scalar metrics: a pandas DataFrame.
 
-    Columns: ``policy, run, checkpoint`` and every scalar metric; drops straight into seaborn.
+    Columns: ``policy, run, checkpoint`` and every scalar metric recorded (the FairX regrets only
+    when the simulation had a merit); drops straight into seaborn.
     """
-    return ds[list(SCALAR_METRICS)].to_dataframe().reset_index()
+    return ds[_scalars(ds)].to_dataframe().reset_index()
+
+
+def _scalars(ds) -> list[str]:
+    return [m for m in SCALAR_METRICS if m in ds.data_vars]
 
 
 def summary_table(ds, checkpoint: int = -1):
@@ -536,7 +544,7 @@ def summary_table(ds, checkpoint: int = -1):
     rows = {}
     for name in ds["policy"].values:
         row = {}
-        for m in SCALAR_METRICS:
+        for m in _scalars(ds):
             vals = sel[m].sel(policy=name).values
             row[m] = vals.mean()
             row[f"{m}_se"] = vals.std(ddof=1) / np.sqrt(runs) if runs > 1 else float("nan")
@@ -545,13 +553,14 @@ def summary_table(ds, checkpoint: int = -1):
 
 
 def exposure_table(ds, checkpoint: int = -1):
-    """Average exposure share per arm (rows) for every policy (columns), next to pi* and mu."""
+    """Average exposure share per arm (rows) for every policy (columns), next to pi* (if recorded) and mu."""
     import pandas as pd
 
     t = int(ds["checkpoint"].values[checkpoint])
     share = (ds["exposure"].isel(checkpoint=checkpoint) / t).mean("run")
     df = pd.DataFrame({str(p): share.sel(policy=p).values for p in ds["policy"].values},
                       index=pd.Index(ds["arm"].values, name="arm"))
-    df.insert(0, "pi_star", ds["pi_star"].mean("run").values)
+    if "pi_star" in ds.data_vars:
+        df.insert(0, "pi_star", ds["pi_star"].mean("run").values)
     df.insert(0, "mean", ds["mean"].mean("run").values)
     return df

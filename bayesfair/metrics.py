@@ -6,8 +6,11 @@ the horizon (the simulator keeps a float32 accumulator per chunk of rounds, each
 compensation term so that long chunks do not drift, and combines the chunk values into float64
 totals on the host, so long horizons do not lose precision).
 
-Recorded for every simulation (FairX paper, fairness_of_exposure_fairx_icml2021, Sections 3.1
-and 4.1; bi-level paper, bilevel_fairness_bf_ucb_aamas2024, Sections 3 and 6):
+The definitions (FairX paper, fairness_of_exposure_fairx_icml2021, Sections 3.1 and 4.1;
+bi-level paper, bilevel_fairness_bf_ucb_aamas2024, Sections 3 and 6); which of them a simulation
+records is chosen by its metric components (:mod:`bayesfair.metric_parts`; the default set records
+all that apply). ``fairness_regret``, ``reward_regret`` and ``group_fairness_regret`` need a merit
+(component ``FairXRegrets``):
 
 - ``fairness_regret``  FR_T = sum_t ||pi*_t - pi_t||_1                          (FairX Eq. 2 / 6)
 - ``reward_regret``    RR_T = sum_t (pi*_t - pi_t) . mu_t (can be negative)      (FairX Eq. 1 / 5)
@@ -22,7 +25,7 @@ and 4.1; bi-level paper, bilevel_fairness_bf_ucb_aamas2024, Sections 3 and 6):
   g_t is the group of the pulled arm, pi*_g,t the within-group fair policy f(mu)/sum_{g} f(mu)
   of the round's means and pi^t_g the policy's selection distribution conditioned on group g.
 
-Optional:
+The others always (``Conventional``). When they apply:
 
 - ``<name>_regret`` for every entry of ``Round.extra`` (an environment's alternative per-candidate
   values, e.g. true rewards under biased feedback or group-relative ranks):
@@ -47,11 +50,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair import _fixedpoint
-from bayesfair.merit import Merit, fair_policy, group_fair_policy
 
 __all__ = [
     "MetricSpec",
-    "metric_specs",
     "init_acc",
     "update_acc",
     "acc_value",
@@ -79,43 +80,6 @@ class MetricSpec(NamedTuple):
     dtype: Any
     combine: str  # "sum" | "min" | "last"
     long_name: str
-
-
-def metric_specs(
-    n_arms: int,
-    n_groups: int,
-    *,
-    extra: Mapping[str, Any] | None = None,
-    track: Mapping[str, Any] | None = None,
-    floors: bool = False,
-) -> tuple[MetricSpec, ...]:
-    """The metrics of a simulation. ``extra``/``track`` map names to arrays (or shape structs)."""
-    f32 = np.float32
-    specs = [
-        MetricSpec("fairness_regret", (), (), f32, SUM, "cumulative fairness regret sum_t ||pi*_t - pi_t||_1"),
-        MetricSpec("reward_regret", (), (), f32, SUM, "cumulative reward regret sum_t (pi*_t - pi_t) . mu_t"),
-        MetricSpec("regret", (), (), f32, SUM, "cumulative conventional regret sum_t (max mu_t - pi_t . mu_t)"),
-        MetricSpec("reward", (), (), f32, SUM, "cumulative realized reward"),
-        MetricSpec("exposure", ("arm",), (n_arms,), f32, SUM, "cumulative exposure sum_t pi_t(a)"),
-        MetricSpec("pulls", ("arm",), (n_arms,), f32, SUM, "cumulative pull count"),
-        MetricSpec("group_exposure", ("group",), (n_groups,), f32, SUM,
-                   "cumulative group exposure sum_t sum_{a in g} pi_t(a)"),
-        MetricSpec("group_pulls", ("group",), (n_groups,), f32, SUM, "cumulative pulls of the group's candidates"),
-        MetricSpec("group_offered", ("group",), (n_groups,), f32, SUM, "cumulative number of candidates offered"),
-        MetricSpec("group_fairness_regret", ("group",), (n_groups,), f32, SUM,
-                   "meritocratic fairness regret sum_{t: g_t = g} ||pi*_g,t - pi^t_g||_1"),
-    ]
-    for name in extra or {}:
-        specs.append(MetricSpec(f"{name}_regret", (), (), f32, SUM,
-                                f"cumulative regret in {name!r}: sum_t (max_a v_t,a - pi_t . v_t)"))
-    if floors:
-        specs.append(MetricSpec("anytime_slack", ("group",), (n_groups,), np.int32, MIN,
-                                "min over rounds s <= t of N_g,s - floor(beta_g s) (>= 0: floors held)"))
-    for name, value in (track or {}).items():
-        shape = tuple(np.shape(value))
-        specs.append(MetricSpec(f"track_{name}", tuple(f"{name}_dim{i}" for i in range(len(shape))), shape, f32,
-                                LAST, f"latest value of the policy's tracked {name!r}"))
-    return tuple(specs)
 
 
 LO = "__lo"  # suffix of a sum's compensation term in the accumulator (see update_acc)
@@ -161,10 +125,11 @@ class FloorState(NamedTuple):
     beta_fx: jax.Array  # [2, m] int32, beta_g in fixed point
 
 
-def init_floor_state(beta: np.ndarray) -> FloorState:
-    m = int(np.asarray(beta).size)
+def init_floor_state(floors: np.ndarray) -> FloorState:
+    """The state before round 1 for exposure floors beta_g ``[m]``."""
+    m = int(np.asarray(floors).size)
     return FloorState(jnp.zeros((m,), jnp.int32), jnp.zeros((m,), jnp.int32), jnp.zeros((2, m), jnp.int32),
-                      jnp.asarray(_fixedpoint.to_fixed(beta)))
+                      jnp.asarray(_fixedpoint.to_fixed(floors)))
 
 
 def fairness_regret_step(pi_star: jax.Array, pi: jax.Array) -> jax.Array:
@@ -197,52 +162,23 @@ def group_fairness_regret_step(pi_star_within: jax.Array, pi: jax.Array, member:
     return step * (jnp.arange(member.shape[1]) == group)
 
 
-def update_acc(
-    acc: dict[str, jax.Array],
-    *,
-    merit: Merit,
-    probs: jax.Array,
-    mean: jax.Array,
-    action: jax.Array,
-    reward: jax.Array,
-    member: jax.Array,
-    extra: Mapping[str, jax.Array] | None = None,
-    track: Mapping[str, jax.Array] | None = None,
-    slack: jax.Array | None = None,
-) -> dict[str, jax.Array]:
-    """Add one round to the accumulator (see the module docstring for the definitions).
+def update_acc(acc: dict[str, jax.Array], terms: Mapping[str, jax.Array],
+               specs: Mapping[str, MetricSpec]) -> dict[str, jax.Array]:
+    """Add one round's ``terms`` (metric name -> this round's value) to the accumulator.
 
-    Sums are compensated (:func:`_two_sum_add`): ``acc[name] + acc[name + "__lo"]`` is the
-    running sum (read it with :func:`acc_value`).
+    Each term is combined as its spec says: sums are compensated (:func:`_two_sum_add`:
+    ``acc[name] + acc[name + "__lo"]`` is the running sum, read it with :func:`acc_value`),
+    running minima take the minimum, latest values replace the stored value.
     """
-    f32 = jnp.float32
-    probs = probs.astype(f32)
-    mean = mean.astype(f32)
-    pi_star = fair_policy(merit, mean)
-    hit = (jnp.arange(probs.shape[-1]) == action).astype(f32)
-    group = jnp.argmax(member[action])
-    terms = {
-        "fairness_regret": fairness_regret_step(pi_star, probs),
-        "reward_regret": reward_regret_step(pi_star, probs, mean),
-        "regret": regret_step(probs, mean),
-        "reward": jnp.asarray(reward, f32),
-        "exposure": probs,
-        "pulls": hit,
-        "group_exposure": probs @ member,
-        "group_pulls": member[action],
-        "group_offered": jnp.sum(member, axis=0),
-        "group_fairness_regret": group_fairness_regret_step(group_fair_policy(merit, mean, member), probs, member,
-                                                            group),
-    }
-    for name, v in (extra or {}).items():
-        terms[f"{name}_regret"] = regret_step(probs, v.astype(f32))
     out = dict(acc)
     for name, x in terms.items():
-        out[name], out[name + LO] = _two_sum_add(acc[name], acc[name + LO], x)
-    if slack is not None:
-        out["anytime_slack"] = jnp.minimum(acc["anytime_slack"], slack)
-    for name, v in (track or {}).items():
-        out[f"track_{name}"] = jnp.asarray(v, f32)
+        spec = specs[name]
+        if spec.combine == SUM:
+            out[name], out[name + LO] = _two_sum_add(acc[name], acc[name + LO], jnp.asarray(x, spec.dtype))
+        elif spec.combine == MIN:
+            out[name] = jnp.minimum(acc[name], x)
+        else:
+            out[name] = jnp.asarray(x, spec.dtype)
     return out
 
 
@@ -260,7 +196,7 @@ def group_sums(per_arm: np.ndarray, group_of_arm: np.ndarray, n_groups: int) -> 
 
 
 def bilevel_regret(exposure: np.ndarray, mean: np.ndarray, pi_star_within: np.ndarray, group_of_arm: np.ndarray,
-                   beta: np.ndarray, checkpoints: np.ndarray) -> dict[str, np.ndarray]:
+                   floors: np.ndarray, checkpoints: np.ndarray) -> dict[str, np.ndarray]:
     """Bi-level regret against R*_beta(T) (Eq. 1, Definition 5) and its Theorem 4 decomposition.
 
     Parameters
@@ -270,7 +206,7 @@ def bilevel_regret(exposure: np.ndarray, mean: np.ndarray, pi_star_within: np.nd
         same expectation as the pull counts and a smaller variance).
     mean, pi_star_within : ``[R, K]``
         Arm means per run and the within-group fair policy pi*_g of those means.
-    group_of_arm : ``[K]`` int;  beta : ``[m]``;  checkpoints : ``[P]`` int (the T values)
+    group_of_arm : ``[K]`` int;  floors : ``[m]`` the exposure floors beta_g;  checkpoints : ``[P]`` int (the T values)
 
     Returns
     -------
@@ -287,18 +223,18 @@ def bilevel_regret(exposure: np.ndarray, mean: np.ndarray, pi_star_within: np.nd
     """
     exposure = np.asarray(exposure, np.float64)
     labels = np.asarray(group_of_arm)
-    m = int(np.asarray(beta).size)
+    m = int(np.asarray(floors).size)
     member = np.eye(m)[labels]  # [K, m]
     r_star = (np.asarray(pi_star_within) * np.asarray(mean)) @ member  # [R, m]: R*_g
     best = r_star.max(axis=-1)  # [R]: R*_{g*}
     t = np.asarray(checkpoints, np.int64)
     # floor(beta_g T) exactly (the float64 beta as a fraction), as the policies' floors are.
-    floors = np.array([[(Fraction(float(b)) * int(tt)).__floor__() for b in np.asarray(beta, np.float64)]
-                       for tt in t], np.float64)  # [P, m]
-    optimal = floors @ r_star.T + (t[:, None] - floors.sum(axis=1, keepdims=True)) * best[None, :]  # [P, R]
+    quota = np.array([[(Fraction(float(b)) * int(tt)).__floor__() for b in np.asarray(floors, np.float64)]
+                      for tt in t], np.float64)  # [P, m]
+    optimal = quota @ r_star.T + (t[:, None] - quota.sum(axis=1, keepdims=True)) * best[None, :]  # [P, R]
     earned = np.einsum("...rpk,rk->...rp", exposure, np.asarray(mean, np.float64))
     group_exp = exposure @ member  # [..., R, P, m]
     delta = best[:, None] - r_star  # [R, m]
-    groups_term = np.einsum("...rpg,rg->...rp", group_exp - floors[None, :, :], delta)
+    groups_term = np.einsum("...rpg,rg->...rp", group_exp - quota[None, :, :], delta)
     within_term = np.einsum("...rpg,rg->...rp", group_exp, r_star) - earned
     return {"bf_regret": optimal.T - earned, "bf_regret_groups": groups_term, "bf_regret_within": within_term}

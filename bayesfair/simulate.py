@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -30,22 +31,19 @@ import numpy as np
 from jax import lax
 
 from bayesfair._validate import MAX_HORIZON, positive_int
-from bayesfair.compat import check_merit_domain, check_policy_fits
+from bayesfair.compat import check_policy_fits
 from bayesfair.environments.base import Environment
-from bayesfair.groups import validate_exposure_floors
-from bayesfair.merit import Merit, fair_policy, group_fair_policy, resolve_merit
-from bayesfair.metrics import (
-    MIN,
-    SUM,
-    FloorState,
-    MetricSpec,
-    acc_value,
-    advance_floors,
-    init_acc,
-    init_floor_state,
-    metric_specs,
-    update_acc,
+from bayesfair.merit import Merit, resolve_merit
+from bayesfair.metric_parts import (
+    Metric,
+    RoundData,
+    SpecContext,
+    check_components,
+    collect_specs,
+    default_metrics,
+    resolve_floors,
 )
+from bayesfair.metrics import MIN, SUM, MetricSpec, acc_value, init_acc, update_acc
 from bayesfair.policies.base import Policy
 
 __all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "SimulationError", "as_key",
@@ -68,7 +66,7 @@ class RunCarry(NamedTuple):
     env_key: jax.Array
     policy_key: jax.Array
     acc: dict[str, jax.Array]
-    floors: FloorState | None = None
+    metric_state: tuple = ()  # one state per metric component (None for stateless ones)
     invalid: jax.Array | None = None  # int32: first round with a non-finite pi_t or reward (_NO_ROUND if none)
 
 
@@ -171,20 +169,21 @@ def _probe(env: Environment, policy: Policy) -> tuple[Any, Any]:
     return jax.eval_shape(one, jax.random.key(0))
 
 
-def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, n_shards: int,
-               beta: np.ndarray | None, record: bool = False):
-    k = env.spec.n_arms
+def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chunk_size: int, n_shards: int,
+               record: bool = False):
     m = env.groups.n_groups
     static_member = jnp.asarray(np.eye(m, dtype=np.float32)[np.asarray(env.groups.labels)])
     extra_shape, track_shape = _probe(env, policy)
-    specs = metric_specs(k, m, extra=extra_shape, track=track_shape, floors=beta is not None)
+    ctx = SpecContext(env.spec.n_arms, m, dict(extra_shape or {}), dict(track_shape or {}))
+    specs = collect_specs(metrics, ctx)
+    by_name = {s.name: s for s in specs}
 
     def init_run(env_key: jax.Array, policy_key: jax.Array) -> RunCarry:
         k_reset, k_env_rounds = jax.random.split(env_key)
         k_init, k_pol_rounds = jax.random.split(policy_key)
         params = env.reset(k_reset)
-        floors = init_floor_state(beta) if beta is not None else None
-        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), floors,
+        states = tuple(part.init() for part in metrics)
+        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
                         jnp.int32(_NO_ROUND))
 
     def chunk_run(carry: RunCarry, ts: jax.Array, slots: jax.Array, active: jax.Array):
@@ -201,18 +200,21 @@ def _build_fns(env: Environment, policy: Policy, merit: Merit, chunk_size: int, 
                 reward = rnd.reward[action]
             state = policy.update(c.policy_state, rnd.obs, action, reward)
             member = _member_of(rnd.obs.groups, static_member, m)
-            floors, slack = c.floors, None
-            if floors is not None:
-                floors, slack = advance_floors(floors, member[action])
-            acc = update_acc(c.acc, merit=merit, probs=probs, mean=rnd.mean, action=action, reward=reward,
-                             member=member, extra=rnd.extra, track=(info or {}).get("track"), slack=slack)
+            view = RoundData(probs.astype(jnp.float32), rnd.mean.astype(jnp.float32), action,
+                             jnp.asarray(reward, jnp.float32), member, rnd.extra or {}, (info or {}).get("track") or {})
+            states, terms = [], {}
+            for part, st in zip(metrics, c.metric_state, strict=True):
+                st, part_terms = part.update(st, view)
+                states.append(st)
+                terms.update(part_terms)
+            acc = update_acc(c.acc, terms, by_name)
             # pi_t is a probability vector (the sum is non-finite iff some pi_t(a) is) and the reward
             # is finite; the first round that fails is kept per run and reported by _check_valid.
             total = jnp.sum(probs)
             finite = (jnp.isfinite(total) & (jnp.min(probs) >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
                       & jnp.isfinite(reward))
             invalid = jnp.where(finite, c.invalid, jnp.minimum(c.invalid, t))
-            c = c._replace(policy_state=state, acc=acc, floors=floors, invalid=invalid)
+            c = c._replace(policy_state=state, acc=acc, metric_state=tuple(states), invalid=invalid)
             if not with_record:
                 return c
             # per-round log (bayesfair.logs): the round's draw and the policy's choice
@@ -283,9 +285,9 @@ class _Progress:
         self.total -= rounds * runs
 
 
-def _run_policy(env, policy, merit, horizon, runs, grid, chunk_size, n_shards, env_keys, pol_keys, progress, beta,
+def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards, env_keys, pol_keys, progress,
                 name=None, checkpointer=None, round_log=None):
-    init_fn, chunk_fn, specs = _build_fns(env, policy, merit, chunk_size, n_shards, beta, record=round_log is not None)
+    init_fn, chunk_fn, specs = _build_fns(env, policy, metrics, chunk_size, n_shards, record=round_log is not None)
     carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards))
     n_ckpt = grid.size
     values = {s.name: np.zeros((runs, n_ckpt, *s.shape), np.int64 if s.combine == MIN else np.float64)
@@ -368,14 +370,16 @@ def run_means(env: Environment, key: Any, runs: int) -> np.ndarray:
     return np.asarray(draw(env_keys), np.float64)
 
 
-def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit, key: Any, runs: int) -> None:
-    """Before any round: every policy fits the environment's rewards, and (multi-armed
-    environments) every run's arm means lie in the merit's domain. Raises
-    :class:`bayesfair.compat.IncompatibleError`."""
+def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit | None, key: Any, runs: int,
+                metrics: Sequence[Metric] | None = None) -> None:
+    """Before any round: every policy fits the environment's rewards, and every metric component's
+    host-side check passes (e.g. the FairX regrets: every run's arm means lie in the merit's domain,
+    for multi-armed environments). ``metrics`` defaults to :func:`bayesfair.metric_parts.default_metrics`
+    of ``merit``. Raises :class:`bayesfair.compat.IncompatibleError`."""
     for name, pol in policies.items():
         check_policy_fits(pol, env, name)
-    if env.spec.n_features == 0:
-        check_merit_domain(merit, run_means(env, key, runs), env.name)
+    for part in default_metrics(merit) if metrics is None else metrics:
+        part.check(env, key, runs)
 
 
 def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end: int) -> None:
@@ -400,15 +404,17 @@ def simulate(
     horizon: int,
     runs: int,
     *,
-    merit: Merit,
+    merit: Merit | None = None,
+    metrics: Sequence[Metric] | None = None,
+    floors: Sequence[float] | np.ndarray | None = None,
     checkpoints: Sequence[int] | np.ndarray | None = None,
     chunk_size: int = 1024,
     devices: int | None = None,
     progress: bool | Callable[[dict], None] = False,
     config: Mapping[str, Any] | None = None,
-    group_floors: Sequence[float] | np.ndarray | None = None,
     checkpointer: Any = None,
     round_log: Callable[[str, int, int, Any], None] | None = None,
+    group_floors: Sequence[float] | np.ndarray | None = None,
 ):
     """Run every policy for ``runs`` independent runs of ``horizon`` rounds.
 
@@ -422,8 +428,20 @@ def simulate(
         The compared policies; all see the same environment draws.
     horizon, runs : int
         T >= 1 rounds, R >= 1 runs.
-    merit : Merit
-        Defines the optimal fair policy pi*_t used by the fairness and reward regret.
+    merit : Merit, optional
+        Defines the optimal fair policy pi*_t of the FairX regrets (fairness, reward and group
+        fairness regret) and the bi-level regret; without it (and without ``metrics``) those are
+        not computed.
+    metrics : sequence of Metric, optional
+        The metric components to record (:mod:`bayesfair.metric_parts`); default
+        :func:`~bayesfair.metric_parts.default_metrics` of ``merit`` and ``floors``.
+    floors : float sequence, optional
+        Exposure floors beta_g (one per group of ``env.groups``, each in (0, 1/m], sum < 1): the
+        default components then record the exact anytime check ``anytime_slack`` = min_t (N_g,t -
+        floor(beta_g t)) per group and, with a merit and a multi-armed environment, the bi-level
+        regret against R*_beta(T) (Eq. 1 of the bi-level paper) with its Theorem 4 terms
+        (:func:`bayesfair.metrics.bilevel_regret`). Not with ``metrics`` (a TypeError: give a
+        :class:`~bayesfair.metric_parts.Floors` component instead).
     checkpoints : int sequence, optional
         Rounds at which cumulative metrics are recorded (default :func:`checkpoint_grid`);
         T is always included.
@@ -435,12 +453,6 @@ def simulate(
         Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk.
     config : mapping, optional
         Extra metadata stored in the results' attributes.
-    group_floors : float sequence, optional
-        Exposure floors beta_g (one per group of ``env.groups``, each in (0, 1/m], sum < 1): the
-        results then hold the exact anytime check ``anytime_slack`` = min_t (N_g,t -
-        floor(beta_g t)) per group and, for multi-armed environments, the bi-level regret against
-        R*_beta(T) (Eq. 1 of the bi-level paper) with its Theorem 4 terms
-        (:func:`bayesfair.metrics.bilevel_regret`).
     checkpointer : optional
         Saves the run state at chunk boundaries and restores it (resume); see
         :class:`bayesfair.persist.ResumeStore`. ``restore(name, carry, values, totals)`` returns
@@ -452,6 +464,8 @@ def simulate(
         ``records`` a dict of ``[R, chunk_size, ...]`` arrays (``action``, ``probs``, ``reward``,
         ``mean``, ``group``, ``extra``; rows past ``last_round`` are padding); see
         :class:`bayesfair.logs.RoundLog`. Costs O(R K) host memory per round: small studies only.
+    group_floors : float sequence, optional
+        Deprecated name of ``floors`` (a ``DeprecationWarning``).
 
     Returns
     -------
@@ -475,25 +489,28 @@ def simulate(
         raise ValueError(f"horizon must be <= {MAX_HORIZON:,} (round indices are 32-bit integers), got {horizon:,}")
     runs = positive_int("runs", runs)
     chunk_size = positive_int("chunk_size", chunk_size)
-    merit = resolve_merit(merit)
+    merit = None if merit is None else resolve_merit(merit)
     grid = _validate_checkpoints(checkpoints, horizon)
     chunk_size = min(chunk_size, horizon)
     if horizon + chunk_size - 1 > np.iinfo(np.int32).max:
         raise ValueError(f"chunk_size {chunk_size:,} is too large for horizon {horizon:,}: round indices are 32-bit "
                          "integers; use a chunk_size of at most 2**20")
     n_shards = _n_shards(runs, devices)
-    beta = None
+    floors_name = "floors"
     if group_floors is not None:
-        try:
-            beta = np.asarray(group_floors, np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise TypeError(f"group_floors must be a sequence of floats, got {group_floors!r}") from None
-        try:
-            beta = validate_exposure_floors(beta, env.groups.n_groups)
-        except ValueError as exc:
-            raise ValueError(f"group_floors: {exc}") from None
+        warnings.warn("simulate(group_floors=...) is deprecated: use floors=...", DeprecationWarning, stacklevel=2)
+        if floors is not None:
+            raise TypeError("give floors or group_floors (deprecated), not both")
+        floors, floors_name = group_floors, "group_floors"
+    if floors is not None:
+        floors = resolve_floors(floors, env.groups.n_groups, floors_name)
+    explicit = metrics is not None
+    if explicit and floors is not None:
+        raise TypeError("floors configure the default metrics only: with metrics=[...], give the floors to a "
+                        "bayesfair.metric_parts.Floors component")
+    metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
-    check_study(env, policies, merit, key, runs)
+    check_study(env, policies, merit, key, runs, metrics)
     k_env, k_pol = jax.random.split(key)
     env_keys = jax.random.split(k_env, runs)
     pol_keys = jax.random.split(k_pol, runs)
@@ -501,20 +518,14 @@ def simulate(
     outputs: dict[str, SimulationOutput] = {}
     env_params = None
     for name, pol in policies.items():
-        out, carry = _run_policy(env, pol, merit, horizon, runs, grid, chunk_size, n_shards,
-                                 env_keys, pol_keys, progress_fn, beta, name=name, checkpointer=checkpointer,
+        out, carry = _run_policy(env, pol, metrics, horizon, runs, grid, chunk_size, n_shards,
+                                 env_keys, pol_keys, progress_fn, name=name, checkpointer=checkpointer,
                                  round_log=round_log)
         outputs[name] = out
         if env_params is None:
             env_params = jax.device_get(carry.env_params)
     means = np.asarray(jax.vmap(env.arm_means)(env_params), np.float64)
-    with jax.enable_x64(True):  # pi* of the recorded means in float64 (host-side, outside the scan)
-        mu64 = jnp.asarray(means, jnp.float64)
-        member = jnp.asarray(np.eye(env.groups.n_groups)[np.asarray(env.groups.labels)], jnp.float64)
-        pi_star = np.asarray(fair_policy(merit, mu64), np.float64)
-        pi_star_within = np.asarray(jax.vmap(lambda mu: group_fair_policy(merit, mu, member))(mu64), np.float64)
     return io.to_dataset(
-        outputs, grid=grid, env=env, policies=policies, merit=merit, means=means, pi_star=pi_star,
-        pi_star_within=pi_star_within, key=key, horizon=horizon, runs=runs, config=dict(config or {}),
-        group_floors=beta,
+        outputs, grid=grid, env=env, policies=policies, metrics=metrics, merit=merit, means=means, key=key,
+        horizon=horizon, runs=runs, config=dict(config or {}), record_metrics=explicit,
     )

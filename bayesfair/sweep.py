@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bayesfair.config import ConfigError, Study, parse_config, set_path
+from bayesfair.study import ConfigError, Study, parse_config, set_path
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "coordinate", "MAX_POINTS"]
 
@@ -212,14 +212,14 @@ class Sweep:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _attrs(self, datasets: Sequence[Any]) -> dict[str, Any]:
-        from bayesfair.io import _json_default
+        from bayesfair.io import json_default
 
         first = dict(datasets[0].attrs)
         first.pop("config", None)
         config = {**self.config, "fingerprint": self.fingerprint()}
-        return {**first, "config": json.dumps(config, default=_json_default),
-                "sweep": json.dumps({"keys": self.keys, "values": self.values}, default=_json_default),
-                "point_configs": json.dumps([p.config for p in self.points], default=_json_default)}
+        return {**first, "config": json.dumps(config, default=json_default),
+                "sweep": json.dumps({"keys": self.keys, "values": self.values}, default=json_default),
+                "point_configs": json.dumps([p.config for p in self.points], default=json_default)}
 
     def run(self, progress: bool | Callable[[dict], None] = False, *, client: Any = None):
         """Run every point (on ``client`` if given) and return the combined Dataset; nothing is written."""
@@ -242,9 +242,9 @@ class Sweep:
         the output folders are checked before any point runs.
         """
         from bayesfair import io
-        from bayesfair.config import StudyOutput
         from bayesfair.outputs import OutputError, preflight
         from bayesfair.persist import describe_resume
+        from bayesfair.study import StudyOutput
 
         say = report or (lambda msg: None)
         paths = self.paths(out)

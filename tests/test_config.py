@@ -208,7 +208,7 @@ def test_demo_config_is_the_demo_study():
     assert study.merit.describe() == merit.describe()
     assert (study.seed, study.runs, study.horizon) == (0, 20, 20_000)
     np.testing.assert_array_equal(study.checkpoints, bf.checkpoint_grid(20_000))
-    assert study.config["chunk_size"] == 1024 and study.config["group_floors"] is None
+    assert study.config["chunk_size"] == 1024 and study.config["floors"] is None
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)

@@ -1,0 +1,179 @@
+"""Metric components (bayesfair.metric_parts): optional merit, explicit components, floors naming."""
+
+import copy
+import json
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesfair as bf
+from bayesfair import io
+from bayesfair import metric_parts as mp
+from bayesfair.config import ConfigError, parse_config
+from bayesfair.metrics import SUM, MetricSpec
+
+T, R = 120, 3
+FAIRX_VARS = {"fairness_regret", "reward_regret", "group_fairness_regret", "pi_star", "pi_star_within"}
+
+
+def _pols(m):
+    return {"ucb": bf.ucb1(), "eg": bf.fairx_eg(m, epsilon=0.1)}
+
+
+def _same(a, b, names):
+    for v in names:
+        np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+
+
+def test_without_merit_the_fairx_metrics_are_not_computed(small_env, exp4):
+    full = bf.simulate(2, small_env, _pols(exp4), T, R, merit=exp4, chunk_size=32)
+    bare = bf.simulate(2, small_env, _pols(exp4), T, R, chunk_size=32)
+    assert not FAIRX_VARS & set(bare.data_vars)
+    assert FAIRX_VARS <= set(full.data_vars)
+    assert set(bare.data_vars) == set(full.data_vars) - FAIRX_VARS
+    _same(full, bare, [v for v in bare.data_vars if v != "seconds"])
+    assert json.loads(bare.attrs["config"])["merit"] is None
+    assert list(io.tidy(bare).columns) == ["policy", "run", "checkpoint", "regret", "reward"]
+    assert list(io.summary_table(bare).columns) == ["regret", "regret_se", "reward", "reward_se"]
+    assert "pi_star" not in io.exposure_table(bare).columns
+
+
+def test_explicit_default_components_equal_the_default(small_env, exp4):
+    a = bf.simulate(4, small_env, _pols(exp4), T, R, merit=exp4, floors=[0.3, 0.3], chunk_size=50)
+    b = bf.simulate(4, small_env, _pols(exp4), T, R, metrics=mp.default_metrics(exp4, [0.3, 0.3]), chunk_size=50)
+    assert set(a.data_vars) == set(b.data_vars)
+    _same(a, b, [v for v in a.data_vars if v != "seconds"])
+    cfg = json.loads(b.attrs["config"])
+    assert [m["name"] for m in cfg["metrics"]] == ["fairx", "conventional", "extra_regrets", "floors", "tracked"]
+    assert "metrics" not in json.loads(a.attrs["config"])
+
+
+def test_a_subset_of_components(small_env, exp4):
+    ds = bf.simulate(1, small_env, _pols(exp4), T, R, merit=exp4, metrics=[mp.Conventional()])
+    assert set(ds.data_vars) == {"regret", "reward", "exposure", "pulls", "group_exposure", "group_pulls",
+                                 "group_offered", "mean", "seconds"}
+    only_floors = bf.simulate(1, small_env, _pols(exp4), T, R, metrics=[mp.Floors([0.3, 0.3])])
+    assert set(only_floors.data_vars) == {"anytime_slack", "group_floor", "mean", "seconds"}
+
+
+def test_floors_keyword_and_deprecated_group_floors(small_env, exp4):
+    a = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, floors=[0.3, 0.3])
+    with pytest.warns(DeprecationWarning, match="group_floors"):
+        b = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, group_floors=[0.3, 0.3])
+    assert {"anytime_slack", "bf_regret", "group_floor"} <= set(a.data_vars)
+    _same(a, b, [v for v in a.data_vars if v != "seconds"])
+    with pytest.raises(TypeError, match="not both"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        bf.simulate(3, small_env, _pols(exp4), T, R, floors=[0.3, 0.3], group_floors=[0.3, 0.3])
+    with pytest.raises(ValueError, match=r"^floors: "):
+        bf.simulate(3, small_env, _pols(exp4), T, R, floors=[0.6, 0.3])
+    # without a merit: the anytime check, no bi-level regret (it needs pi*_g)
+    c = bf.simulate(3, small_env, _pols(exp4), T, R, floors=[0.3, 0.3])
+    assert "anytime_slack" in c and "bf_regret" not in c
+    np.testing.assert_array_equal(a["anytime_slack"].values, c["anytime_slack"].values)
+
+
+class TopArmShare(mp.Metric):
+    """A user component with a carried state: rounds on which the best arm had pi_t >= 1/2, and
+    the running count of pulls of the best arm (kept in the state, recorded as a latest value)."""
+
+    name = "top_arm"
+
+    def specs(self, ctx):
+        return (MetricSpec("top_half", (), (), np.float32, SUM, "rounds with pi_t(best) >= 1/2"),
+                MetricSpec("top_pulls", (), (), np.float32, "last", "pulls of the best arm so far"))
+
+    def init(self):
+        return jnp.int32(0)
+
+    def update(self, state, rnd):
+        best = jnp.argmax(rnd.mean)
+        state = state + (rnd.action == best).astype(jnp.int32)
+        return state, {"top_half": (rnd.probs[best] >= 0.5).astype(jnp.float32), "top_pulls": state}
+
+
+def test_a_user_component_is_chunk_size_independent(small_env, exp4):
+    parts = [mp.Conventional(), TopArmShare()]
+    a = bf.simulate(5, small_env, _pols(exp4), T, R, metrics=parts, chunk_size=7, checkpoints=[10, 50, T])
+    b = bf.simulate(5, small_env, _pols(exp4), T, R, metrics=parts, chunk_size=1024, checkpoints=[10, 50, T])
+    _same(a, b, ["top_half", "top_pulls", "pulls"])
+    pulls = a["pulls"].values[..., 3]  # arm 3 (0.8) is the best arm
+    np.testing.assert_array_equal(a["top_pulls"].values, pulls)
+    assert np.all(a["top_half"].values <= a["checkpoint"].values)
+
+
+def test_component_errors(small_env, exp4):
+    with pytest.raises(TypeError, match="metrics must be a sequence"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=mp.Conventional())
+    with pytest.raises(TypeError, match=r"metrics\[1\]"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Conventional(), "tracked"])
+    with pytest.raises(ValueError, match="'regret' is recorded by both"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Conventional(), mp.Conventional()])
+    with pytest.raises(ValueError, match="needs 'exposure'"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Floors([0.3, 0.3], exp4)])
+    with pytest.raises(ValueError, match="floors: .*length 2"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Floors([0.3, 0.3, 0.2])])
+    with pytest.raises(TypeError, match="Floors component"):
+        bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Conventional()], floors=[0.3, 0.3])
+    with pytest.raises(ValueError, match="needs a merit"):
+        mp.metrics_from_names(["fairx"], None, None)
+    with pytest.raises(ValueError, match="unknown metric component"):
+        mp.metrics_from_names(["nope"], exp4, None)
+
+
+STUDY = {
+    "name": "parts", "seed": 1, "runs": 2, "horizon": 60, "chunk_size": 16,
+    "merit": {"name": "exponential", "c": 3.0},
+    "environment": {"name": "bernoulli_arms", "means": [0.2, 0.5, 0.6, 0.8], "groups": [0, 1, 0, 1]},
+    "policies": {"UCB": {"name": "ucb1"}, "BF": {"name": "bf_ucb"}},
+}
+
+
+def test_config_floors_key_and_deprecated_group_floors():
+    new = parse_config({**copy.deepcopy(STUDY), "floors": [0.2, 0.2]})
+    with pytest.warns(DeprecationWarning, match="group_floors"):
+        old = parse_config({**copy.deepcopy(STUDY), "group_floors": [0.2, 0.2]})
+    assert new.config == old.config and new.config["floors"] == [0.2, 0.2] and "group_floors" not in new.config
+    assert new.policies["BF"].config == old.policies["BF"].config  # bf_ucb inherits the floors
+    with pytest.raises(ConfigError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        parse_config({**copy.deepcopy(STUDY), "floors": [0.2, 0.2], "group_floors": [0.2, 0.2]})
+    assert err.value.path == "group_floors"
+    with pytest.raises(ConfigError) as err:
+        parse_config({**copy.deepcopy(STUDY), "floors": [0.6, 0.2]})
+    assert err.value.path == "floors"
+
+
+def test_config_metrics_key():
+    base = {**copy.deepcopy(STUDY), "floors": [0.2, 0.2]}
+    study = parse_config({**base, "metrics": ["conventional", "floors"]})
+    assert study.config["metrics"] == ["conventional", "floors"]
+    ds = study.run()
+    assert "anytime_slack" in ds and "bf_regret" in ds and "fairness_regret" not in ds
+    default = parse_config(copy.deepcopy(base))
+    assert default.config["metrics"] is None and default.metrics() is None
+    for bad, path in ((["conventional", "nope"], "metrics[1]"), ("fairx", "metrics"), ([], "metrics"),
+                      (["tracked", "tracked"], "metrics")):
+        with pytest.raises(ConfigError) as err:
+            parse_config({**copy.deepcopy(base), "metrics": bad})
+        assert err.value.path == path
+    with pytest.raises(ConfigError, match="needs the study's floors") as err:
+        parse_config({**copy.deepcopy(STUDY), "metrics": ["floors"], "policies": {"UCB": {"name": "ucb1"}}})
+
+
+def test_resume_with_named_components_is_exact(tmp_path):
+    from bayesfair.persist import StudyInterrupted
+
+    raw = {**copy.deepcopy(STUDY), "floors": [0.2, 0.2], "metrics": ["conventional", "floors", "tracked"],
+           "resume": {"every_chunks": 1}}
+    study = parse_config(raw)
+    full = study.run()
+    with pytest.raises(StudyInterrupted):  # 4 chunks per policy: stop inside the second policy
+        study.execute(tmp_path, stop_after_chunks=6)
+    res = study.execute(tmp_path, resume=True)
+    assert res.resumed
+    resumed = io.read_results(res.results)
+    assert set(resumed.data_vars) == set(full.data_vars) and "fairness_regret" not in full
+    _same(full, resumed, [v for v in full.data_vars if v != "seconds"])
