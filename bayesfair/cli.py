@@ -252,8 +252,8 @@ def _describe_study(study: Any) -> str:
              f"{study.checkpoints.size} checkpoints, chunk_size {c['chunk_size']}",
              f"  environment {c['environment']['name']} {json.dumps(env)}",
              f"  merit {json.dumps(c['merit'])}"]
-    if c["group_floors"] is not None:
-        lines.append(f"  group_floors {c['group_floors']}")
+    if c["floors"] is not None:
+        lines.append(f"  floors {c['floors']}")
     for label, spec in c["policies"].items():
         params = {k: v for k, v in spec.items() if k not in ("name", "merit") or (k == "merit" and v != c["merit"])}
         lines.append(f"  policy {label}: {spec['name']} {json.dumps(params)}")

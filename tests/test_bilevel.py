@@ -512,7 +512,7 @@ def meritocratic_runs():
     beta = np.array([0.3, 0.3])
     pols = {"BF-UCB": bl.bf_ucb(beta, M), "BF-TS": bl.bf_ts(beta, M, bf.beta_bernoulli()),
             "GEF": bl.gef(beta), "Uniform": bf.uniform()}
-    return bf.simulate(23, env, pols, T, R, merit=M, checkpoints=[T // 4, T], group_floors=beta)
+    return bf.simulate(23, env, pols, T, R, merit=M, checkpoints=[T // 4, T], floors=beta)
 
 
 @pytest.mark.parametrize("name", ["BF-UCB", "BF-TS"])
@@ -568,7 +568,7 @@ def test_tie_breaking_is_unbiased_on_a_symmetric_instance(make):
     env = bf.bernoulli_arms(np.ones(4), groups=labels)
     beta = np.array([0.1, 0.1])
     ds = bf.simulate(31, env, {"p": make(beta)}, 400, 64, merit=bf.merit.identity(0.05), checkpoints=[400],
-                     group_floors=beta)
+                     floors=beta)
     pulls = ds["pulls"].sel(policy="p").values[:, -1]  # [run, arm]
     for d in (pulls[:, :2].sum(1) - pulls[:, 2:].sum(1), pulls[:, 0] - pulls[:, 1], pulls[:, 2] - pulls[:, 3]):
         se = d.std(ddof=1) / np.sqrt(d.size)

@@ -50,7 +50,7 @@ runs = 2
 horizon = 48
 chunk_size = 16
 checkpoints = [1, 16, 30, 48]
-group_floors = [0.25, 0.25]
+floors = [0.25, 0.25]
 
 [merit]
 name = "exponential"

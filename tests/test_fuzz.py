@@ -559,7 +559,7 @@ def study_case(draw, *, run: bool | None = None, mode: str | None = None, data_e
                        and "groups_beta" not in t for t in policies.values())
     if draw(chance(0.8 if needs_floors else 0.2)) and (n_groups or dirty):
         n = n_groups or 2
-        raw["group_floors"] = [round(0.9 / n / 2, 6)] * n if not dirty or draw(chance(0.7)) else \
+        raw["floors"] = [round(0.9 / n / 2, 6)] * n if not dirty or draw(chance(0.7)) else \
             draw(st.sampled_from([[0.2, 0.2], [0.1, 0.3], [0.3], [0.2, 0.2, 0.2], [0.5, 0.5]]))
     if draw(chance(0.15)):
         raw["log"] = draw(st.sampled_from([{"enabled": True}, {"enabled": False, "format": "csv"},
@@ -667,8 +667,8 @@ def _memory_limit(headroom: int = MEMORY_HEADROOM):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-_KEYS = ("name", "description", "seed", "runs", "horizon", "checkpoints", "chunk_size", "devices", "group_floors",
-         "output", "merit", "environment", "policies", "sweep", "log", "resume", *TOP_UNKNOWN)
+_KEYS = ("name", "description", "seed", "runs", "horizon", "checkpoints", "chunk_size", "devices", "floors", "metrics",
+         "group_floors", "output", "merit", "environment", "policies", "sweep", "log", "resume", *TOP_UNKNOWN)
 _CONFIG_ERROR = re.compile(r"^bayesfair: config error: (?P<path>[^\n]+?): (?P<msg>.+)", re.S)
 
 

@@ -28,7 +28,7 @@ def sim():
     m = bf.merit.exponential(4.0)
     env = bf.bernoulli_arms(np.array([0.2, 0.5, 0.55, 0.8]), groups=[0, 0, 1, 1])
     ds = bf.simulate(0, env, {"EG": bf.fairx_eg(m, epsilon=0.1), "U": bf.uniform()}, 40, 2, merit=m,
-                     group_floors=[0.3, 0.3])
+                     floors=[0.3, 0.3])
     assert {"group_floor", "bf_regret", "anytime_slack", "pi_star_within", "group_exposure"} <= set(ds.data_vars)
     return ds
 
@@ -125,7 +125,7 @@ def test_checksum_survives_the_round_trip_for_other_dtypes(tmp_path):
 def test_sweep_results_and_points_carry_verified_checksums(tmp_path):
     base = {
         "name": "sw", "seed": 4, "runs": 2, "horizon": 24, "chunk_size": 8, "checkpoints": [8, 24],
-        "group_floors": [0.3, 0.3], "merit": {"name": "identity"},
+        "floors": [0.3, 0.3], "merit": {"name": "identity"},
         "environment": {"name": "bernoulli_arms", "means": {"low": 0.6, "high": 0.85}, "n_arms": 4,
                         "group_sizes": [2, 2]},
         "policies": {"GEF": {"name": "gef", "groups_beta": [0.4, 0.4]}},

@@ -97,7 +97,7 @@ def bilevel_runs():
     pols = {"BF-UCB": bf.bf_ucb(beta, LIN), "BF-TS": bf.bf_ts(beta, LIN, bf.beta_bernoulli()),
             "UCB": bf.ucb1()}
     t = np.arange(1, 2001)  # every round is a checkpoint: the running minimum is checked exactly
-    return beta, bf.simulate(8, env, pols, 2000, 6, merit=LIN, checkpoints=t, group_floors=beta)
+    return beta, bf.simulate(8, env, pols, 2000, 6, merit=LIN, checkpoints=t, floors=beta)
 
 
 def test_anytime_slack_is_the_running_minimum_of_the_exact_floor_gap(bilevel_runs):
@@ -149,12 +149,13 @@ def test_bilevel_regret_function_shapes_and_zero_for_the_optimal_policy():
         np.testing.assert_allclose(v, 0.0, atol=1e-9)
 
 
-def test_group_floors_validation():
+@pytest.mark.parametrize("keyword", ["floors", "group_floors"])  # group_floors: the deprecated name
+def test_floors_validation(keyword):
     env = bf.bernoulli_arms([0.2, 0.5, 0.7], groups=[0, 0, 1])
     pol = {"UCB": bf.ucb1()}
-    with pytest.raises(ValueError, match="group_floors"):
-        bf.simulate(0, env, pol, 10, 1, merit=LIN, group_floors=[0.6, 0.3])
-    with pytest.raises(ValueError, match="group_floors"):
-        bf.simulate(0, env, pol, 10, 1, merit=LIN, group_floors=[0.3])
-    with pytest.raises(TypeError, match="group_floors"):
-        bf.simulate(0, env, pol, 10, 1, merit=LIN, group_floors=["a", object()])
+    with pytest.raises(ValueError, match=keyword):
+        bf.simulate(0, env, pol, 10, 1, merit=LIN, **{keyword: [0.6, 0.3]})
+    with pytest.raises(ValueError, match=keyword):
+        bf.simulate(0, env, pol, 10, 1, merit=LIN, **{keyword: [0.3]})
+    with pytest.raises(TypeError, match=keyword):
+        bf.simulate(0, env, pol, 10, 1, merit=LIN, **{keyword: ["a", object()]})

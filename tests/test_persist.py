@@ -108,7 +108,7 @@ STUDY = {
     "name": "tiny", "seed": 5, "runs": 2, "horizon": 80, "chunk_size": 16, "checkpoints": [3, 16, 17, 40, 79],
     "merit": {"name": "exponential", "c": 3.0},
     "environment": {"name": "bernoulli_arms", "means": {"low": 0.2, "high": 0.9}, "n_arms": 4, "groups": [0, 1, 0, 1]},
-    "group_floors": [0.2, 0.2],
+    "floors": [0.2, 0.2],
     "policies": {"UCB": {"name": "ucb1"}, "EG": {"name": "epsilon_greedy", "epsilon": 0.2}},
     "resume": {"every_chunks": 1},
 }

@@ -12,7 +12,7 @@ from bayesfair.sweep import Sweep, combine, coordinate
 
 BASE = {
     "name": "sw", "seed": 4, "runs": 2, "horizon": 40, "chunk_size": 16, "checkpoints": [10, 40],
-    "group_floors": [0.3, 0.3],
+    "floors": [0.3, 0.3],
     "merit": {"name": "identity"},
     "environment": {"name": "bernoulli_arms", "means": {"low": 0.6, "high": 0.85}, "n_arms": 4,
                     "group_sizes": [2, 2]},
@@ -87,7 +87,7 @@ def test_dask_sweep_equals_local_sweep(tmp_path, dask_client):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(
         'name = "sw"\nseed = 4\nruns = 2\nhorizon = 40\nchunk_size = 16\ncheckpoints = [10, 40]\n'
-        'group_floors = [0.3, 0.3]\n[merit]\nname = "identity"\n'
+        'floors = [0.3, 0.3]\n[merit]\nname = "identity"\n'
         '[environment]\nname = "bernoulli_arms"\nmeans = { low = 0.6, high = 0.85 }\nn_arms = 4\n'
         'group_sizes = [2, 2]\n[policies.GEF]\nname = "gef"\n'
         '[sweep]\n"policies.GEF.groups_beta" = [[0.2, 0.2], [0.4, 0.4]]\n')

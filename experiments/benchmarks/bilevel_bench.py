@@ -12,7 +12,7 @@ Beta(1, 1)-Bernoulli posteriors.
 
 The unit is run-rounds per second (R * T / wall seconds); R = 50 runs (the study's).
 
-- bayesfair: ``bayesfair.simulate`` exactly as the study calls it (``group_floors=beta``, the
+- bayesfair: ``bayesfair.simulate`` exactly as the study calls it (``floors=beta``, the
   study's checkpoint grid and chunk size 65536), runs sharded over every CPU device. Each call
   builds and compiles its own chunk function. The steady-state rate is
   ``R * T / (time(2T) - time(T))`` (both calls compile the same shapes, so compilation cancels),
@@ -79,7 +79,7 @@ def load_study():
     studies = {setting: load_config(path) for setting, path in STUDY_CONFIGS.items()}
 
     def policies(beta, with_baselines=False):
-        s = load_config(STUDY_CONFIGS["low"], [f"group_floors={list(beta)}"])
+        s = load_config(STUDY_CONFIGS["low"], [f"floors={list(beta)}"])
         return {k: v for k, v in s.policies.items() if with_baselines or k in ("BF-UCB", "BF-TS")}
 
     low = studies["low"]
@@ -316,7 +316,7 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
     pol = study.policies(BETA, with_baselines=False)[policy]
     grid = np.union1d(bayesfair.checkpoint_grid(horizon, 80), [c for c in extra_checkpoints if c <= horizon])
     return harness.simulate(seed, env, {policy: pol}, horizon, runs, merit=study.MERIT, checkpoints=grid,
-                            chunk_size=min(chunk_size, horizon), group_floors=BETA)
+                            chunk_size=min(chunk_size, horizon), floors=BETA)
 
 
 def _paired(numpy_vals, bf_vals, resolution):

@@ -8,7 +8,7 @@ Settings (Section 6.2), Bernoulli arms, two groups (group 0 = minority):
 f(mu) = mu, delta = 0.01, beta in {(0.2, 0.2), (0.3, 0.3), (0.4, 0.4)}. The studies are the configs
 ``experiments/configs/bilevel_high.toml`` and ``bilevel.toml`` (beta = (0.4, 0.4), all eight
 policies, small scale) with the floors of ``bilevel_beta_sweep.toml``; ``--scale``, ``--horizon``,
-``--runs``, ``--seed`` (added to each config's seed) and ``group_floors`` are config overrides.
+``--runs``, ``--seed`` (added to each config's seed) and ``floors`` are config overrides.
 The baselines of Section 6.1 (UCB, MF, GEF) and their Thompson counterparts (TS, MF-TS, GEF-TS)
 run at beta = (0.4, 0.4), the value of Figures 2 and 3. As Section 6.2 does for f(mu) = mu with means above 0.5, the
 optimistic policies use the upper corner of the confidence box as the optimistic means (``steps=0``,
@@ -61,9 +61,9 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # config's (high 0, low 1000) plus --seed.
 SETTINGS = {"high": CONFIGS / "bilevel_high.toml", "low": CONFIGS / "bilevel.toml"}
 with open(CONFIGS / "bilevel_beta_sweep.toml", "rb") as _f:  # the floors of Figure 1
-    BETAS = tuple(tuple(b) for b in tomllib.load(_f)["sweep"]["group_floors"])
+    BETAS = tuple(tuple(b) for b in tomllib.load(_f)["sweep"]["floors"])
 with open(SETTINGS["low"], "rb") as _f:  # the settings' floors: the baselines run at this beta only
-    BASELINE_BETA = tuple(tomllib.load(_f)["group_floors"])
+    BASELINE_BETA = tuple(tomllib.load(_f)["floors"])
 # --scale: config overrides (small: the configs as written)
 SCALES = {"small": {}, "paper": {"horizon": 10_000_000, "runs": 50, "chunk_size": 65_536}}
 BF_POLICIES = ("BF-UCB", "BF-TS")
@@ -73,8 +73,8 @@ BASELINES = ("UCB", "TS", "GEF", "GEF-TS", "MF", "MF-TS")
 def study(setting: str, beta: tuple[float, float], scale: dict, seed: int = 0, with_baselines: bool = True,
           only: tuple[str, ...] | None = None) -> Study:
     """The study of one setting and floor: its config with ``scale`` (key -> value), ``seed``
-    added to the config's seed and ``group_floors = beta``; the baselines only at BASELINE_BETA."""
-    overrides = [f"{k}={v}" for k, v in scale.items()] + [f"group_floors={list(beta)}"]
+    added to the config's seed and ``floors = beta``; the baselines only at BASELINE_BETA."""
+    overrides = [f"{k}={v}" for k, v in scale.items()] + [f"floors={list(beta)}"]
     s = load_config(SETTINGS[setting], overrides)
     if seed:
         s = load_config(SETTINGS[setting], [*overrides, f"seed={s.seed + seed}"])
