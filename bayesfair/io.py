@@ -27,7 +27,6 @@ import math
 import numbers
 import os
 import subprocess
-import tempfile
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from bayesfair._atomic import atomic_temp, atomic_write  # noqa: F401  (atomic_temp: old import path)
 
 __all__ = [
     "to_dataset", "write_results", "write_text", "read_results", "tidy", "versions", "git_revision",
@@ -180,32 +181,13 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=json_default)
 
 
-def atomic_temp(path: Path) -> str:
-    """A new temp file next to ``path`` (same filesystem, so ``os.replace`` is atomic), with the
-    permissions a normal file would get (mkstemp creates it 0600)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    return tmp
-
-
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write a text file atomically (temp file in the same folder, fsync, then a rename); the
-    folder is created if needed. Used by the experiment scripts for summaries and JSON."""
+    """Write a text file (UTF-8) atomically (:func:`bayesfair._atomic.atomic_write`: temp file in
+    the same folder, fsync, rename); the folder is created if needed. Used for reports, summaries
+    and JSON."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_temp(path)
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
     return path
 
 
@@ -359,14 +341,8 @@ def write_results(ds, path: str | os.PathLike) -> Path:
     if isinstance(ds, xr.Dataset):
         ds = _stamped(ds)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_temp(path)
-    try:
+    with atomic_write(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -82,19 +82,14 @@ def plot_exposure(ds: Any, checkpoint: int = -1):
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """Save and close a figure (atomically: temp file, then rename)."""
-    import os
-
-    from bayesfair.io import atomic_temp
+    from bayesfair._atomic import atomic_write
 
     plt = _plt()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_temp(path)
     try:
-        fig.savefig(tmp, dpi=dpi)
-        os.replace(tmp, path)
+        with atomic_write(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or None)
     finally:
-        Path(tmp).unlink(missing_ok=True)
         plt.close(fig)
     return path
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bayesfair._atomic import atomic_temp
 from bayesfair.datasets.catalog import (
     _REGISTRY,
     ChecksumError,
@@ -28,7 +29,6 @@ from bayesfair.datasets.catalog import (
     DownloadError,
     MissingFileError,
 )
-from bayesfair.io import atomic_temp
 
 if TYPE_CHECKING:
     import pandas as pd

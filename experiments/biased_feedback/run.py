@@ -39,6 +39,7 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.config import load_config
+from bayesfair.io import write_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -71,13 +72,6 @@ DEFAULT = {k: _ENV[k] for k in ("n_arms", "n_sensitive", "bias_mean", "n_feature
 def log(msg: str) -> None:
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Atomic text write (see :func:`bayesfair.io.write_text`)."""
-    from bayesfair.io import write_text as _write
-
-    return _write(path, text)
 
 
 def use_shared_data() -> Path:

@@ -38,6 +38,7 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.config import Study, parse_config, parse_override, set_path
+from bayesfair.io import write_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -124,13 +125,6 @@ PARAM_PATHS = {"prior_var": "posterior.prior_var", "noise_var": "posterior.noise
 def log(msg: str) -> None:
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Atomic text write (see :func:`bayesfair.io.write_text`)."""
-    from bayesfair.io import write_text as _write
-
-    return _write(path, text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import numpy as np
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.config import load_config
 from bayesfair.environments import group_meritocratic as gm
+from bayesfair.io import write_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -58,13 +59,6 @@ COLORS = {"Uniform Random": "tab:blue", "OFUL": "tab:orange", "Fair-Greedy": "ta
 def log(msg: str) -> None:
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Atomic text write (see :func:`bayesfair.io.write_text`)."""
-    from bayesfair.io import write_text as _write
-
-    return _write(path, text)
 
 
 def _checkpoints(horizon: int, n: int = 100) -> np.ndarray:
