@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, finite_float, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.types import Observation, Round, Spec
@@ -80,13 +80,6 @@ _ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship
 
 
 # --------------------------------------------------------------------------- validation helpers
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _group_names(names: Any, n_groups: int) -> tuple[str, ...]:
@@ -405,7 +398,7 @@ def gmf_synthetic(
         ``arm_means`` is E[mu* . X_a] per arm.
     """
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     g = design.group_weights.shape[0]
     names = _group_names(group_names, g)
     return _block_env(design, g, None, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
@@ -453,7 +446,7 @@ def gmf_multigroup(
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
     g = design.group_weights.shape[0]
     p = _proportions(proportions, g)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     names = _group_names(group_names, g)
     return _block_env(design, k, p, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
                       "gmf_multigroup", "Section 7: K candidates with i.i.d. groups")
@@ -517,7 +510,7 @@ def gmf_population(
         raise ValueError(f"group {int(never[0])} has no member in the population, so it is never offered; "
                          f"relabel the groups 0..G-1 without gaps")
     k = positive_int("n_candidates", n_candidates)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     names = _group_names(group_names, n_groups)
     rank = np.empty(n)
     for g in range(n_groups):

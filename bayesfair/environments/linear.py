@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
@@ -23,13 +23,6 @@ from bayesfair.types import Observation, Round, Spec
 __all__ = ["linear_bandit"]
 
 _QUAD_NODES = 128  # quadrature nodes for E[sigmoid(x . theta)] (Bernoulli arm_means)
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _groups(groups: Any, n_arms: int) -> Groups:
@@ -139,7 +132,7 @@ def linear_bandit(
         raise ValueError(f"noise must be 'gaussian' or 'bernoulli', got {noise!r}")
     if noise == "bernoulli" and sigma is not None:
         raise ValueError("sigma only applies to noise='gaussian' (Bernoulli rewards have no noise scale)")
-    sig = _positive("sigma", 1.0 if sigma is None else sigma)
+    sig = positive_float("sigma", 1.0 if sigma is None else sigma)
 
     # --- theta
     theta_fixed: np.ndarray | None = None
@@ -147,7 +140,7 @@ def linear_bandit(
         theta_fixed = finite_array("theta", theta, ndim=1)
         if theta_fixed.shape[0] != d:
             raise ValueError(f"theta has length {theta_fixed.shape[0]} but n_features is {d}")
-    tscale = _positive("theta_scale", theta_scale)
+    tscale = positive_float("theta_scale", theta_scale)
 
     # --- contexts
     pool: np.ndarray | None = None
@@ -165,7 +158,7 @@ def linear_bandit(
             else:
                 raise ValueError(f"context_mean must have shape [n_features]=({d},) or [n_arms, n_features]="
                                  f"({k}, {d}), got {cm.shape}")
-        cscale = _positive("context_scale", 1.0 if context_scale is None else context_scale)
+        cscale = positive_float("context_scale", 1.0 if context_scale is None else context_scale)
     else:
         if context_mean is not None or context_scale is not None:
             raise ValueError("context_mean and context_scale apply to 'sphere'/'gaussian' contexts, not to a pool")

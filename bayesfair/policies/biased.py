@@ -46,7 +46,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import ndtri
 
 from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, float_in, positive_int
+from bayesfair._validate import finite_array, finite_float, float_in, positive_float, positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.linear import chol_rank_one_update
@@ -83,17 +83,10 @@ class IntervalState(NamedTuple):
 # --------------------------------------------------------------------------- validation helpers
 
 
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
-
-
 def _common(delta: Any, sigma: Any, ridge: Any, horizon: Any) -> tuple[float, float, float, int | None]:
     delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    sigma = _positive("sigma", sigma)
-    ridge = _positive("ridge", ridge)
+    sigma = positive_float("sigma", sigma)
+    ridge = positive_float("ridge", ridge)
     if horizon is not None:
         horizon = positive_int("horizon", horizon)
     return delta, sigma, ridge, horizon
@@ -492,10 +485,10 @@ def group_fair_ts(
         Conjugate state representation (same posterior; see
         :func:`~bayesfair.posteriors.group_bias.group_bias_posterior`).
     """
-    tau = _positive("tau", tau)
-    s = _positive("s", s)
-    sigma = _positive("sigma", sigma)
-    prior_sd = _positive("prior_sd", prior_sd)
+    tau = positive_float("tau", tau)
+    s = positive_float("s", s)
+    sigma = positive_float("sigma", sigma)
+    prior_sd = positive_float("prior_sd", prior_sd)
     prior_mean_arr = finite_array("prior_mean", prior_mean)
     if isinstance(reference, bool) or not isinstance(reference, (int, np.integer)) or reference < 0:
         raise ValueError(f"reference must be a non-negative group index, got {reference!r}")

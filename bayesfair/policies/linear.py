@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, float_in
+from bayesfair._validate import float_in, positive_float
 from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
@@ -73,13 +73,6 @@ def _contexts(obs: Observation, d: int, policy: str) -> jax.Array:
             f"{policy}: obs.contexts must be [K, n_features={d}], got shape {tuple(c.shape)}; the policy was "
             f"initialized with spec.n_features={d}, which differs from the environment's contexts")
     return c
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _check_linear_posterior(posterior: Any) -> LinearPosterior:
@@ -188,11 +181,11 @@ def _radius_fn(beta: Any, lam: float, delta: Any, noise_sd: Any, theta_bound: An
                ) -> tuple[Callable[[jax.Array, int], jax.Array], dict]:
     """beta_t as a function of (log det V_t, d): fixed, or Abbasi-Yadkori's with validated constants."""
     if beta is not None:
-        b = _positive("beta", beta)
+        b = positive_float("beta", beta)
         return (lambda logdet, d: jnp.asarray(b, jnp.float32)), {"beta": b}
     delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    noise_sd = _positive("noise_sd", noise_sd)
-    theta_bound = _positive("theta_bound", theta_bound)
+    noise_sd = positive_float("noise_sd", noise_sd)
+    theta_bound = positive_float("theta_bound", theta_bound)
 
     def radius(logdet: jax.Array, d: int) -> jax.Array:
         return abbasi_yadkori_beta(logdet, d, lam, noise_sd, theta_bound, delta)
@@ -277,7 +270,7 @@ def project_ellipsoid(point: jax.Array, center: jax.Array, V: jax.Array, radius:
 
 
 def _ridge(lam: Any) -> tuple[float, LinearPosterior]:
-    lam = _positive("lam", lam)
+    lam = positive_float("lam", lam)
     return lam, linear_known_variance(0.0, 1.0 / lam, 1.0)
 
 

@@ -76,7 +76,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, positive_float, positive_int
 from bayesfair.posteriors.linear import chol_rank_one_update
 
 __all__ = [
@@ -294,13 +294,6 @@ class GroupBiasPosterior(NamedTuple):
     prior_precision: np.ndarray
     prior_eta: np.ndarray
     params: dict[str, Any]
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _prior_mean(value: Any, d: int) -> np.ndarray:
@@ -589,10 +582,10 @@ def group_bias_posterior(
         D = (n + m) d <= 160, else collapsed.
     """
     layout = group_bias_layout(group_of_arm, n_features, reference=reference)
-    tau = _positive("tau", tau)
-    s = _positive("s", s)
-    sigma = _positive("sigma", sigma)
-    v0 = _positive("prior_sd", prior_sd) ** 2
+    tau = positive_float("tau", tau)
+    s = positive_float("s", s)
+    sigma = positive_float("sigma", sigma)
+    v0 = positive_float("prior_sd", prior_sd) ** 2
     m0 = _prior_mean(prior_mean, layout.n_features)
     if method not in ("auto", "joint", "collapsed"):
         raise ValueError(f"method must be 'auto', 'joint' or 'collapsed', got {method!r}")
@@ -869,10 +862,10 @@ def fit_nuts(
         raise TypeError(f"data must be GroupBiasData (see group_bias_data), got {type(data).__name__}")
     for name, v in (("tau", tau), ("s", s), ("sigma", sigma)):
         if v is not None:
-            _positive(name, v)
+            positive_float(name, v)
     for name, v in (("tau_scale", tau_scale), ("s_scale", s_scale), ("sigma_scale", sigma_scale),
                     ("prior_sd", prior_sd)):
-        _positive(name, v)
+        positive_float(name, v)
     num_warmup = positive_int("num_warmup", num_warmup)
     num_samples = positive_int("num_samples", num_samples)
     num_chains = positive_int("num_chains", num_chains)
