@@ -49,6 +49,7 @@ import numpy as np
 from bayesfair._validate import finite_array, finite_float, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
+from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, strs
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -346,6 +347,8 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
     return env
 
 
+@declare("environment", theta=floats(), n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE,
+         group_names=strs(), cdf_seed=integer(0))
 def gmf_synthetic(
     *,
     group_weights: Any = None,
@@ -405,6 +408,9 @@ def gmf_synthetic(
                       "gmf_synthetic", "Section 6: one candidate per group")
 
 
+@declare("environment", example={"n_candidates": 6, "proportions": [0.4, 0.3, 0.2, 0.1]},
+         n_candidates=integer(1, 10000, cap=True), proportions=floats(0.0, 1.0), theta=floats(),
+         n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE, group_names=strs(), cdf_seed=integer(0))
 def gmf_multigroup(
     n_candidates: int,
     proportions: Any,
@@ -455,6 +461,10 @@ def gmf_multigroup(
 # --------------------------------------------------------------------------- finite populations
 
 
+@declare("environment",
+         example={"features": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.1], [0.2, 0.9]],
+                  "mean_reward": [0.1, 0.5, 0.3, 0.8], "groups": [0, 0, 1, 1], "n_candidates": 2},
+         groups=ints(0), noise_sd=POSITIVE, group_names=strs())
 def gmf_population(
     features: Any,
     mean_reward: Any,
@@ -613,6 +623,8 @@ def adult_population(df: Any, *, group: str = "race", min_group_size: int = 1,
     return AdultPopulation(x, tuple(fnames), y, x @ theta, theta, lab, names)
 
 
+@declare("environment", hidden=("df",), n_candidates=integer(1, 10000, cap=True), group=choice("race", "sex"),
+         noise_sd=POSITIVE, split=choice("all", "train", "test"), min_group_size=integer(1))
 def gmf_adult(
     n_candidates: int = 10,
     *,

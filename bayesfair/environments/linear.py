@@ -18,6 +18,7 @@ from bayesfair._validate import finite_array, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
+from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, pair, real
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["linear_bandit"]
@@ -52,6 +53,13 @@ def _projection_quadrature(kind: str, d: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w / w.sum()
 
 
+# context_scale: contexts of norm above ~100 (|x|^2 = 1e4 against a ridge of 0.1) leave the ridge
+# precision lam I + sum x x' singular in float32 (LinUCB/LinTS/OFUL failed with NaN at 1e3): capped in configs
+@declare("environment", example={"n_arms": 4, "n_features": 3}, n_arms=integer(1, 10_000, cap=True),
+         n_features=integer(1, 1_000, cap=True), theta=floats(), theta_scale=POSITIVE,
+         contexts=choice("sphere", "gaussian", cap=True), context_mean=floats(),
+         context_scale=real(0.0, 100.0, low_open=True, cap=True),
+         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=ints(0), reward_range=pair())
 def linear_bandit(
     n_arms: int,
     n_features: int,

@@ -50,6 +50,7 @@ from bayesfair._validate import finite_array, finite_float, float_in, positive_f
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.linear import chol_rank_one_update
+from bayesfair.registry import POSITIVE, choice, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -257,6 +258,8 @@ def _interval_policy(select_index, name: str, config: dict, ridge: float, *, nee
 # --------------------------------------------------------------------------- TopInterval, IntervalChaining
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def top_interval(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """TopInterval (Section 3; a LinUCB variant, Li et al. 2010; Algorithm 1 without the group terms).
 
@@ -304,6 +307,8 @@ def chain_set(lower: jax.Array, upper: jax.Array) -> jax.Array:
     return upper >= low
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """IntervalChaining (Joseph et al. 2016; Section 3 of the paper).
 
@@ -324,6 +329,8 @@ def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 
                                                          "sigma": sigma, "ridge": ridge}, ridge)
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """NaiveFair / NaiveGroupFair (Algorithm 2, Section 5.1): a uniformly random group, then TopInterval in it.
 
@@ -355,6 +362,10 @@ def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -
 # --------------------------------------------------------------------------- GroupFairTopInterval
 
 
+@declare("policy", example=[{}, {"rho": 2.0, "horizon": 500}],
+         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), reference=integer(0), rho=real(), sigma=POSITIVE,
+         ridge=POSITIVE, horizon=integer(1))
 def group_fair_top_interval(
     delta: float = 0.1,
     *,
@@ -442,6 +453,10 @@ def group_fair_top_interval(
 # --------------------------------------------------------------------------- GroupFair-TS
 
 
+@declare("policy", example=[{"tau": 2.0, "s": 5.0}, {"tau": 2.0, "s": 5.0, "method": "collapsed"}],
+         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3}, tau=POSITIVE,
+         s=POSITIVE, sigma=POSITIVE, prior_mean={"kind": "float_or_floats"}, prior_sd=POSITIVE, reference=integer(0),
+         method=choice("auto", "joint", "collapsed"))
 def group_fair_ts(
     *,
     tau: float = 3.0,

@@ -37,6 +37,7 @@ from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
 from bayesfair.policies.fairx import check_ascent, run_ascent
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
+from bayesfair.registry import POSITIVE, choice, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -90,6 +91,11 @@ def _argmax_choice(key: jax.Array, index: jax.Array) -> tuple[jax.Array, jax.Arr
 # --------------------------------------------------------------------------- Thompson sampling
 
 
+@declare("policy",
+         example=[{"posterior": "linear_known_variance"},
+                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 2.0}},
+                  {"posterior": {"name": "linear_known_variance", "cholesky": "rank_one"}}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
 def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
     """FairX-LinTS, Algorithm 4.
 
@@ -125,11 +131,13 @@ def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
         x = _contexts(obs, state.eta.shape[0], name)
         return posterior.update(state, x[action], reward)
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "fairx_lints", "posterior": posterior.name, **posterior.params,
-                   "merit": merit.describe()}, posterior_requires(posterior, "FairX-LinTS"))
+    return Policy(init, select, update, name, requires=posterior_requires(posterior, "FairX-LinTS"))
 
 
+@declare("policy",
+         example=[{"posterior": "linear_known_variance"},
+                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 0.5}}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
 def lints(posterior: LinearPosterior) -> Policy:
     """Linear Thompson sampling: play argmax_a theta_t . x_t,a for one posterior draw theta_t.
 
@@ -153,9 +161,7 @@ def lints(posterior: LinearPosterior) -> Policy:
         x = _contexts(obs, state.eta.shape[0], name)
         return posterior.update(state, x[action], reward)
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "lints", "posterior": posterior.name, **posterior.params},
-                  posterior_requires(posterior, "LinTS"))
+    return Policy(init, select, update, name, requires=posterior_requires(posterior, "LinTS"))
 
 
 # --------------------------------------------------------------------------- confidence ellipsoid
@@ -278,6 +284,11 @@ def _logdet_chol(chol: jax.Array) -> jax.Array:
     return 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
 
 
+@declare("policy",
+         example=[{}, {"beta": 0.5, "start": "linearized"}, {"merit": {"name": "identity"}, "lam": 2.0, "beta": 1.0}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
+         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE,
+         learning_rate=POSITIVE, steps=integer(0, 1000, cap=True), start=choice("center", "linearized"))
 def fairx_linucb(
     merit: Merit,
     *,
@@ -376,6 +387,9 @@ def fairx_linucb(
     return Policy(init, select, update, name, cfg)
 
 
+@declare("policy", example=[{}, {"beta": 0.3, "lam": 0.5}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
+         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE)
 def linucb(
     *,
     lam: float = 1.0,
@@ -413,6 +427,8 @@ def linucb(
     return Policy(init, select, update, name, {"algorithm": "linucb", "lam": lam, **radius_cfg})
 
 
+@declare("policy", example={"epsilon": 0.1}, example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3},
+         epsilon=real(0.0, 1.0), lam=POSITIVE)
 def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Policy:
     """FairX-LinEG (Section 5.1): pi_t(a) = epsilon / K + (1 - epsilon) f(theta_hat . x_t,a) /
     sum_a' f(theta_hat . x_t,a').
@@ -440,6 +456,5 @@ def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Pol
         x = _contexts(obs, state.eta.shape[0], name)
         return ridge.update(state, x[action], reward)
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "fairx_lineg", "epsilon": eps, "lam": lam, "merit": merit.describe()})
+    return Policy(init, select, update, name)
 

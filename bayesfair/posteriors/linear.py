@@ -68,6 +68,7 @@ from jax.scipy.linalg import solve_triangular
 
 from bayesfair import _random
 from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair.registry import POSITIVE, choice, declare
 
 __all__ = [
     "LinearPosterior",
@@ -270,6 +271,8 @@ def _draw(mode: str, mean: Callable[[Any], jax.Array], state, z: jax.Array) -> j
     return mean(state) + _solve_upper(state.chol, z)
 
 
+@declare("posterior", prior_mean={"kind": "float_or_floats"}, prior_var=POSITIVE, noise_var=POSITIVE,
+         cholesky=choice("refresh", "rank_one"))
 def linear_known_variance(
     prior_mean: Any = 0.0,
     prior_var: float = 1.0,
@@ -346,6 +349,8 @@ def linear_known_variance(
     )
 
 
+@declare("posterior", m0={"kind": "float_or_floats"}, kappa0=POSITIVE, a0=POSITIVE, b0=POSITIVE,
+         cholesky=choice("refresh", "rank_one"))
 def linear_normal_inverse_gamma(
     m0: Any = 0.0,
     kappa0: float = 1.0,
