@@ -11,6 +11,7 @@ __all__ = [
     "MAX_HORIZON",
     "positive_int",
     "finite_float",
+    "positive_float",
     "float_in",
     "finite_array",
 ]
@@ -40,6 +41,14 @@ def finite_float(name: str, value: Any) -> float:
         raise TypeError(f"{name} must be a real number, got {value!r}") from None
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
+def positive_float(name: str, value: Any) -> float:
+    """Return ``value`` as a finite float > 0 or raise naming ``name``."""
+    out = finite_float(name, value)
+    if out <= 0:
+        raise ValueError(f"{name} must be > 0, got {out}")
     return out
 
 

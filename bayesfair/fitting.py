@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, positive_int
-from bayesfair.posteriors.group_bias import _positive, check_bias_groups, group_bias_model, sufficient_stats
+from bayesfair._validate import finite_array, positive_float, positive_int
+from bayesfair.posteriors.group_bias import check_bias_groups, group_bias_model, sufficient_stats
 
 __all__ = ["GroupBiasData", "NutsFit", "fit_nuts", "group_bias_data"]
 
@@ -124,10 +124,10 @@ def fit_nuts(
         raise TypeError(f"data must be GroupBiasData (see group_bias_data), got {type(data).__name__}")
     for name, v in (("tau", tau), ("s", s), ("sigma", sigma)):
         if v is not None:
-            _positive(name, v)
+            positive_float(name, v)
     for name, v in (("tau_scale", tau_scale), ("s_scale", s_scale), ("sigma_scale", sigma_scale),
                     ("prior_sd", prior_sd)):
-        _positive(name, v)
+        positive_float(name, v)
     num_warmup = positive_int("num_warmup", num_warmup)
     num_samples = positive_int("num_samples", num_samples)
     num_chains = positive_int("num_chains", num_chains)

@@ -172,10 +172,6 @@ def json_default(obj: Any) -> Any:
     return repr(obj)
 
 
-#: Deprecated private name of :func:`json_default` (kept for modules that still import it).
-_json_default = json_default
-
-
 def canonical_json(obj: Any) -> str:
     """Canonical JSON text of a config (sorted keys, :func:`json_default`): what fingerprints hash."""
     return json.dumps(obj, sort_keys=True, default=json_default)

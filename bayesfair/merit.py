@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import finite_float
+from bayesfair.registry import POSITIVE, declare, pair
 
 __all__ = ["Merit", "identity", "exponential", "custom", "fair_policy", "group_merit_weights", "group_fair_policy",
            "resolve_merit"]
@@ -78,6 +79,7 @@ def _domain(domain: Any) -> tuple[float, float]:
     return lo, hi
 
 
+@declare("merit", floor=POSITIVE, domain=pair())
 def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
     """f(mu) = max(mu, floor): the identity with a positive floor.
 
@@ -100,6 +102,7 @@ def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> M
     )
 
 
+@declare("merit", example={"c": 3.0}, c=POSITIVE, domain=pair())
 def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
     """f(mu) = exp(c * mu), the family of the FairX experiments (Section 5.1).
 

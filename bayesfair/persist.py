@@ -132,20 +132,11 @@ def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[s
 
 def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Write arrays and a JSON header to ``path`` atomically (temp file, fsync, rename)."""
-    from bayesfair.io import atomic_temp
+    from bayesfair._atomic import atomic_write
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_temp(path)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
     return path
 
 
@@ -206,9 +197,9 @@ def _spec_from_json(d: Mapping[str, Any]) -> Any:
 
 
 def _canonical(obj: Any) -> str:
-    from bayesfair.io import _json_default
+    from bayesfair.io import canonical_json
 
-    return json.dumps(obj, sort_keys=True, default=_json_default)
+    return canonical_json(obj)
 
 
 def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, key: jax.Array | None = None,

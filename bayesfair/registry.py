@@ -1,43 +1,49 @@
-"""Named constructors for study configs: policies, environments, posteriors and merit functions.
+"""Named constructors for study configs: lookup and value checking.
 
 A study config (:mod:`bayesfair.config`) names every object it needs, e.g.
-``{name = "fairx_ts", posterior = {name = "beta_bernoulli", a0 = 1.0}}``; this module maps the
-name to the constructor and knows the constructor's parameters (the *schema* used to validate a
-config before anything is built).
+``{name = "fairx_ts", posterior = {name = "beta_bernoulli", a0 = 1.0}}``. Each constructor declares
+itself once, next to its signature, with :func:`declare`::
+
+    @declare("policy", epsilon=real(0, 1), example={"merit": EXAMPLE_MERIT})
+    def fairx_eg(merit: Merit, *, epsilon: float = 0.05) -> Policy: ...
+
+and that one declaration gives the registry entry (configs, ``bayesfair list``, saved-policy
+recipes), the schema a config is checked against before anything is built, the checks of a Python
+call (``fairx_eg(merit, epsilon=2.0)`` raises ``ValueError: epsilon must be in [0.0, 1.0], got
+2.0``), a policy's ``config`` (``{"algorithm": name, <bound arguments>}``, recorded in result files)
+and the example arguments the contract test (``tests/test_contract.py``) builds it with.
 
 Schemas
 -------
-The parameter list of an entry is read from the constructor's signature, so it never drifts from
-the code: every keyword of the constructor is a config key, required when it has no default. The
-kind of value and the allowed range come from a table keyed by parameter name (``epsilon`` in
-[0, 1], ``delta`` in (0, 1), ``steps`` an integer in [0, 1000], ``start`` one of ``upper``/``center``,
-``merit`` a merit table, ``posterior`` a posterior table, ...), with per-entry overrides; a
-parameter the table does not know is typed by its default value. Every real number must also
-fit the float32 simulator: a magnitude of at most 1e15, and a positive parameter (range (0, ...))
-at least 1e-15 (:data:`REAL_MAX`, :data:`REAL_MIN`); sizes are bounded too (``n_arms`` and
-``n_candidates`` <= 10,000, ``n_features`` and ``n_rff`` <= 1,000, ``steps`` <= 1,000).
+Every keyword of the constructor is a config key, required when it has no default. Its kind and
+range are the declared spec (:func:`real`, :func:`integer`, :func:`choice`, :func:`floats`, ...);
+an undeclared parameter is typed by its annotation (``Merit`` is a merit table inheriting the
+study's ``[merit]``, ``Posterior``/``LinearPosterior`` a posterior table) or its default value. Every
+real number of a config must also fit the float32 simulator: a magnitude of at most 1e15, and a
+positive parameter at least 1e-15 (:data:`REAL_MAX`, :data:`REAL_MIN`); size caps (``cap=True``, e.g.
+``n_arms`` <= 10,000) bound configs only, not Python calls. A required ``horizon`` takes the study's
+horizon when the config leaves it out.
 
-Three parameters take their default from the study when the config leaves them out:
-``merit`` (the study's ``[merit]``), ``groups_beta`` (the study's ``group_floors``) and ``horizon``
-(the study's horizon) for constructors that require it and for ``fairx_ucb`` (Theorem 3.2.1's T);
-an optional ``horizon`` (e.g. ``mf``'s, which selects a variant) is left alone.
-
-Lazy entries
-------------
-Entries point at their constructor by import path (``"bayesfair.policies.linear:fairx_lints"``)
-and modules still being written are registered as a whole (:func:`register_module`): their public
-functions whose return annotation is ``Policy``/``Environment``/``...Posterior`` become entries
-when the module can be imported. A module that cannot be imported shows up in :func:`table` as
-*not available* with the import error, instead of breaking ``import bayesfair``. A config may
-also name any constructor by path, ``name = "mypackage.module:my_policy"``.
+Discovery
+---------
+The registry imports every module of :mod:`bayesfair.policies`, :mod:`bayesfair.environments`,
+:mod:`bayesfair.posteriors` and :mod:`bayesfair.merit` on first lookup, so a new module dropped in
+one of those packages is registered by its decorators alone. A module that cannot be imported
+shows up in :func:`table` as *not available* with the import error, instead of breaking
+``import bayesfair``. A config may also name any constructor by path,
+``name = "mypackage.module:my_policy"``; a module imported by the user registers its declarations
+too.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import math
+import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -47,8 +53,16 @@ __all__ = [
     "Param",
     "Entry",
     "KINDS",
+    "declare",
+    "real",
+    "integer",
+    "choice",
+    "floats",
+    "ints",
+    "strs",
+    "pair",
+    "POSITIVE",
     "register",
-    "register_module",
     "get",
     "names",
     "entries",
@@ -56,6 +70,9 @@ __all__ = [
     "table",
     "check_params",
     "build",
+    "EXAMPLE_ENV",
+    "EXAMPLE_STUDY",
+    "EXAMPLE_POSTERIORS",
 ]
 
 KINDS = ("policy", "environment", "posterior", "merit")
@@ -66,6 +83,8 @@ _RETURNS = {
     "posterior": ("Posterior", "LinearPosterior"),
     "merit": ("Merit",),
 }
+_PACKAGES = {"policy": "bayesfair.policies", "environment": "bayesfair.environments",
+             "posterior": "bayesfair.posteriors", "merit": "bayesfair.merit"}
 
 
 class ConfigError(ValueError):
@@ -107,6 +126,8 @@ class Param:
         Allowed values of a string.
     inherit : str, optional
         Study key that supplies the value when the config leaves it out.
+    cap : bool
+        ``high`` (or ``choices``) restricts configs only (what a study may ask for), not Python calls.
     """
 
     name: str
@@ -118,6 +139,7 @@ class Param:
     high_open: bool = False
     choices: tuple | None = None
     inherit: str | None = None
+    cap: bool = False
 
     required = _REQUIRED
 
@@ -155,60 +177,89 @@ class Param:
             return f"{self.name} (required)"
         return f"{self.name}={self.default!r}"
 
+    def check_call(self, value: Any) -> Any:
+        """Check a Python argument against the declared range; errors name the parameter.
 
-# Kinds and ranges by parameter name (shared by every constructor that uses the name).
-_POS = {"low": 0.0, "low_open": True}
-_BY_NAME: dict[str, dict[str, Any]] = {
-    "merit": {"kind": "merit", "inherit": "merit"},
-    "posterior": {"kind": "posterior"},
-    "groups_beta": {"kind": "floats", "low": 0.0, "high": 1.0, "low_open": True, "inherit": "group_floors"},
-    "epsilon": {"kind": "float", "low": 0.0, "high": 1.0},
-    "delta": {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
-    "learning_rate": {"kind": "float", **_POS},
-    "steps": {"kind": "int", "low": 0, "high": 1000},  # per round (the papers use 10); 1e6 ran for hours
-    "start": {"kind": "str", "choices": ("upper", "center")},
-    "w0": {"kind": "float", **_POS},
-    "horizon": {"kind": "int", "low": 1},
-    "reward_range": {"kind": "pair"},
-    "initial_estimate": {"kind": "float"},
-    "c": {"kind": "float", **_POS},
-    "floor": {"kind": "float", **_POS},
-    "domain": {"kind": "pair"},
-    "sigma": {"kind": "float", **_POS},
-    "lam": {"kind": "float", **_POS},
-    "beta": {"kind": "float", **_POS},
-    "noise_sd": {"kind": "float", **_POS},
-    "theta_bound": {"kind": "float", **_POS},
-    "prior_mean": {"kind": "float_or_floats"},
-    "m0": {"kind": "float_or_floats"},
-    "prior_var": {"kind": "float", **_POS},
-    "noise_var": {"kind": "float", **_POS},
-    "kappa0": {"kind": "float", **_POS},
-    "a0": {"kind": "float", **_POS},
-    "b0": {"kind": "float", **_POS},
-    "cholesky": {"kind": "str", "choices": ("refresh", "rank_one")},
-    # sizes: arrays of n_arms x n_features per run and round, d x d per policy and run; 2**31 arms
-    # or features asked numpy/XLA for 8-48 GB (MemoryError, exit 1) while building the study
-    "n_arms": {"kind": "int", "low": 1, "high": 10_000},
-    "n_features": {"kind": "int", "low": 1, "high": 1_000},
-    "n_rff": {"kind": "int", "low": 1, "high": 1_000},
-    "theta": {"kind": "floats"},
-    "theta_scale": {"kind": "float", **_POS},
-    "context_scale": {"kind": "float", **_POS},
-    "noise": {"kind": "str", "choices": ("gaussian", "bernoulli")},
-    "contexts": {"kind": "str", "choices": ("sphere", "gaussian")},
-    "groups": {"kind": "ints", "low": 0},
-    "group_sizes": {"kind": "ints", "low": 1},
-    "group_names": {"kind": "strs"},
-    "means": {"kind": "means"},
-    "mode": {"kind": "str"},
-    "split": {"kind": "str"},
-    "rff_scale": {"kind": "float_or_str"},
-    "key": {"kind": "int", "low": 0},
-    "standardize": {"kind": "bool"},
-    "bias": {"kind": "float", "low": 0.0},
-    "ridge": {"kind": "float", "low": 0.0},
-}
+        Only numbers and strings are checked (arrays, objects and ``None`` pass through to the
+        constructor); the messages are :mod:`bayesfair._validate`'s (``sigma must be > 0, got -1.0``).
+        """
+        from bayesfair import _validate as v
+
+        n = self.name
+        if isinstance(value, bool) or value is None or not (
+                isinstance(value, (int, float, str)) or (type(value).__module__ == "numpy" and value.ndim == 0)):
+            return value
+        if self.kind in ("float", "float_or_floats", "float_or_str") and not isinstance(value, str):
+            lo, hi = self.low, None if self.cap else self.high
+            if lo is not None and hi is not None:
+                v.float_in(n, value, float(lo), float(hi), low_open=self.low_open, high_open=self.high_open)
+                return value
+            out = v.finite_float(n, value)
+            if lo is not None and (out <= lo if self.low_open else out < lo):
+                raise ValueError(f"{n} must be {'>' if self.low_open else '>='} {lo:g}, got {out}")
+            if hi is not None and (out >= hi if self.high_open else out > hi):
+                raise ValueError(f"{n} must be {'<' if self.high_open else '<='} {hi:g}, got {out}")
+        elif self.kind == "int" and not isinstance(value, str):
+            lo = None if self.low is None else int(math.ceil(self.low)) + (1 if self.low_open else 0)
+            out = v.positive_int(n, value, minimum=lo) if lo is not None else value
+            if self.high is not None and not self.cap and out > self.high:
+                raise ValueError(f"{n} must be an integer in [{lo}, {self.high:g}], got {out}")
+        elif self.kind == "str" and self.choices is not None and not self.cap and value not in self.choices:
+            raise ValueError(f"{n} must be one of {', '.join(repr(c) for c in self.choices)}, got {value!r}")
+        return value
+
+
+# ---------------------------------------------------------------------------------------------
+# parameter specs for declarations
+
+
+def real(low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
+         cap: bool = False) -> dict[str, Any]:
+    """A real number in [low, high] (bounds optional; ``low_open``/``high_open`` exclude them)."""
+    return {"kind": "float", "low": low, "high": high, "low_open": low_open, "high_open": high_open, "cap": cap}
+
+
+#: A real number > 0.
+POSITIVE = real(0.0, low_open=True)
+
+
+def integer(low: int | None = None, high: int | None = None, *, cap: bool = False,
+            inherit: str | None = None) -> dict[str, Any]:
+    """An integer in [low, high]; ``cap=True`` makes ``high`` a config-only size cap; ``inherit``
+    names the study key that supplies it when a config leaves it out (e.g. ``"horizon"``)."""
+    return {"kind": "int", "low": low, "high": high, "cap": cap, "inherit": inherit}
+
+
+def choice(*choices: str, cap: bool = False) -> dict[str, Any]:
+    """One of the given strings; ``cap=True`` restricts configs only (the Python constructor also
+    takes other forms, e.g. an array of contexts)."""
+    return {"kind": "str", "choices": tuple(choices), "cap": cap}
+
+
+def floats(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+           high_open: bool = False, inherit: str | None = None) -> dict[str, Any]:
+    """A list of numbers, each in [low, high] (``inherit``: the study key supplying a default)."""
+    return {"kind": "floats", "low": low, "high": high, "low_open": low_open, "high_open": high_open,
+            "inherit": inherit}
+
+
+def ints(low: int | None = None, high: int | None = None) -> dict[str, Any]:
+    """A list of integers, each in [low, high]."""
+    return {"kind": "ints", "low": low, "high": high}
+
+
+def strs() -> dict[str, Any]:
+    """A list of strings."""
+    return {"kind": "strs"}
+
+
+def pair() -> dict[str, Any]:
+    """Two numbers ``[low, high]`` (passed to the constructor as a tuple)."""
+    return {"kind": "pair"}
+
+
+# ---------------------------------------------------------------------------------------------
+# entries
 
 
 @dataclass(frozen=True)
@@ -225,21 +276,34 @@ class Entry:
         The constructor or its import path ``"module:attribute"`` (imported on first use).
     doc : str
         One-line description (defaults to the constructor's first docstring line).
-    overrides : dict
-        Per-parameter changes to the name-based schema, e.g. ``{"horizon": {"inherit": "horizon"}}``.
+    specs : dict
+        Declared kinds and ranges per parameter (see :func:`declare`).
     hidden : tuple of str
         Constructor parameters not offered in configs (e.g. array-only ones).
-    reason : str
-        Why the entry is unavailable (placeholder entries of modules that failed to import).
+    example : dict, list of dicts or None
+        Config-style arguments the contract test builds it with (``{}`` when none are needed; a
+        list for several cases).
+    example_env : dict or None
+        For policies: the environment table the contract test runs the examples on (default: the
+        Bernoulli arms of :data:`EXAMPLE_ENV`).
+    display : str
+        Display name the policy gets when built under this name (aliases), else "".
     """
 
     kind: str
     name: str
     target: str | Callable[..., Any]
     doc: str = ""
-    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()
-    reason: str = ""
+    example: Any = None
+    display: str = ""
+    example_env: Mapping[str, Any] | None = None
+
+    def examples(self) -> list[dict[str, Any]]:
+        """The declared examples as config tables ``{"name": ..., **arguments}``."""
+        ex = self.example if isinstance(self.example, (list, tuple)) else [self.example or {}]
+        return [{"name": self.name, **dict(e)} for e in ex]
 
     @property
     def path(self) -> str:
@@ -250,8 +314,6 @@ class Entry:
 
     def resolve(self) -> Callable[..., Any]:
         """Import and return the constructor (raises :class:`ConfigError` if unavailable)."""
-        if self.reason:
-            raise ConfigError("", f"{self.kind} {self.name!r} is not available: {self.reason}")
         if callable(self.target):
             return self.target
         return _import_target(self.target, f"{self.kind} {self.name!r}")
@@ -265,26 +327,17 @@ class Entry:
         return True, ""
 
     def params(self) -> tuple[Param, ...]:
-        """The schema: one :class:`Param` per config key, from the constructor's signature."""
-        fn = self.resolve()
+        """The schema: one :class:`Param` per config key, from the signature and the declaration."""
+        fn = inspect.unwrap(self.resolve())
         out = []
         for p in inspect.signature(fn).parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in self.hidden:
                 continue
-            spec = dict(_BY_NAME.get(p.name, {}))
-            if spec and not _fits(spec["kind"], p.default, p.empty):
-                spec = {}  # the name means something else here (e.g. an array-valued ``beta``)
-            if "kind" not in spec:
-                spec["kind"] = _kind_of_default(p.default)
+            spec = dict(self.specs.get(p.name) or _infer(p))
             if p.name == "horizon" and p.default is p.empty:
-                spec["inherit"] = "horizon"  # a constructor that needs T gets the study's horizon
-            spec.update(self.overrides.get(p.name, {}))
+                spec.setdefault("inherit", "horizon")  # a constructor that needs T gets the study's horizon
             default = _REQUIRED if p.default is p.empty else p.default
             out.append(Param(p.name, default=default, **spec))
-        for name, spec in self.overrides.items():  # parameters reached through **kwargs
-            if name not in {q.name for q in out} and spec.get("extra"):
-                spec = {k: v for k, v in spec.items() if k != "extra"}
-                out.append(Param(name, **{**_BY_NAME.get(name, {}), **spec}))
         return tuple(out)
 
     def summary(self) -> str:
@@ -298,33 +351,24 @@ class Entry:
         return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _fits(kind: str, default: Any, empty: Any) -> bool:
-    """Whether a constructor default is compatible with the name-based kind."""
-    if default is None or default is empty:
-        return True
-    if kind in ("int", "float"):
-        return isinstance(default, (int, float)) and not isinstance(default, bool)
-    if kind == "bool":
-        return isinstance(default, bool)
-    if kind == "str":
-        return isinstance(default, str)
-    if kind in ("floats", "ints", "strs", "pair"):
-        return isinstance(default, (list, tuple))
-    if kind in ("float_or_floats", "float_or_str"):
-        return isinstance(default, (int, float, str, list, tuple)) and not isinstance(default, bool)
-    return True
-
-
-def _kind_of_default(default: Any) -> str:
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, float):
-        return "float"
-    if isinstance(default, str):
-        return "str"
-    return "any"
+def _infer(p: inspect.Parameter) -> dict[str, Any]:
+    """Kind of an undeclared parameter: from its annotation (merit/posterior objects) or its default."""
+    ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+    words = set(re.findall(r"\w+", ann or ""))
+    if "Merit" in words:
+        return {"kind": "merit", "inherit": "merit"}
+    if words & {"Posterior", "LinearPosterior"}:
+        return {"kind": "posterior"}
+    d = p.default
+    if isinstance(d, bool):
+        return {"kind": "bool"}
+    if isinstance(d, int):
+        return {"kind": "int"}
+    if isinstance(d, float):
+        return {"kind": "float"}
+    if isinstance(d, str):
+        return {"kind": "str"}
+    return {"kind": "any"}
 
 
 def _import_target(target: str, what: str) -> Callable[..., Any]:
@@ -345,9 +389,8 @@ def _import_target(target: str, what: str) -> Callable[..., Any]:
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
-_MODULES: dict[str, list[str]] = {k: [] for k in KINDS}
-_SCANNED: set[tuple[str, str]] = set()
 _BROKEN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # module -> import error
+_DISCOVERED: set[str] = set()
 
 
 def _check_kind(kind: str) -> str:
@@ -357,8 +400,9 @@ def _check_kind(kind: str) -> str:
 
 
 def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str = "",
-             overrides: Mapping[str, Mapping[str, Any]] | None = None, hidden: tuple[str, ...] = ()) -> Entry:
-    """Register (or replace) a named constructor.
+             specs: Mapping[str, Mapping[str, Any]] | None = None, hidden: tuple[str, ...] = (),
+             example: Any = None, display: str = "", example_env: Mapping[str, Any] | None = None) -> Entry:
+    """Register (or replace) a named constructor; :func:`declare` is the decorator form.
 
     Parameters
     ----------
@@ -369,72 +413,162 @@ def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str
         The constructor, or its import path ``"module:function"`` (imported lazily).
     doc : str
         One-line description (default: the constructor's docstring).
-    overrides : mapping, optional
-        Per-parameter schema changes (``kind``, ``low``, ``high``, ``choices``, ``inherit``, ...);
-        ``{"extra": True, ...}`` declares a parameter the constructor takes through ``**kwargs``.
+    specs : mapping, optional
+        Kind and range per parameter (:func:`real`, :func:`integer`, :func:`choice`, ... or a dict
+        of :class:`Param` fields).
     hidden : tuple of str
         Constructor parameters that configs may not set.
+    example : mapping, optional
+        Config-style arguments that build it (for the contract test); required parameters need one.
+    display : str
+        Display name a policy built under this name gets (for aliases).
+    example_env : mapping, optional
+        For policies: the environment table its examples run on.
     """
     _check_kind(kind)
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    entry = Entry(kind, name, target, doc, dict(overrides or {}), tuple(hidden))
+    entry = Entry(kind, name, target, doc, dict(specs or {}), tuple(hidden), example, display,
+                  None if example_env is None else dict(example_env))
     _ENTRIES[kind][name] = entry
     return entry
 
 
-def register_module(kind: str, module: str) -> None:
-    """Register every public constructor of ``module`` (looked up lazily, on first listing or lookup).
+def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[str, ...] = (),
+            example: Any = None, example_env: Mapping[str, Any] | None = None,
+            aliases: Mapping[str, str] | None = None,
+            **specs: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a constructor: its name, kind and parameter ranges, next to its signature.
 
-    A function listed in the module's ``__all__`` becomes an entry named after it when its return
-    annotation is the kind's type (``Policy``, ``Environment``, ``Posterior``/``LinearPosterior``,
-    ``Merit``). Explicitly registered names take precedence.
+    Parameters
+    ----------
+    kind : {"policy", "environment", "posterior", "merit"}
+    name : str, optional
+        The config name (default: the function's name).
+    doc, hidden
+        As for :func:`register`.
+    example : mapping or list of mappings, optional
+        Config-style arguments that build it, for the contract test (default ``{}``).
+    example_env : mapping, optional
+        For policies: the environment table (``{"name": "linear_bandit", ...}``) its examples run
+        on in the contract test (default :data:`EXAMPLE_ENV`, Bernoulli arms in three groups).
+    aliases : mapping, optional
+        Further config names ``{alias: display name}`` (a policy built under an alias gets that
+        display name).
+    **specs
+        Kind and range of parameters (:func:`real`, :func:`integer`, :func:`choice`, ...).
+
+    Returns
+    -------
+    callable
+        A decorator returning the constructor wrapped so that its arguments are checked against the
+        declared ranges; a policy that records no ``config`` of its own gets
+        ``{"algorithm": name, <bound arguments>}`` (merits by description, posteriors by name and
+        parameters).
     """
     _check_kind(kind)
-    if module not in _MODULES[kind]:
-        _MODULES[kind].append(module)
-        _SCANNED.discard((kind, module))
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        key = name or fn.__name__
+        sig = inspect.signature(fn)
+        unknown = sorted(set(specs) - set(sig.parameters))
+        if unknown:
+            raise TypeError(f"declare({key!r}): {fn.__name__} has no parameter {unknown[0]!r}")
+        params: dict[str, Param] = {}
+
+        @functools.wraps(fn)
+        def constructor(*args: Any, **kwargs: Any) -> Any:
+            if not params:
+                params.update({p.name: p for p in entry.params()})
+            bound = sig.bind(*args, **kwargs)
+            for arg, value in bound.arguments.items():
+                if arg in specs:
+                    bound.arguments[arg] = params[arg].check_call(value)
+            out = fn(*bound.args, **bound.kwargs)
+            if kind == "policy" and hasattr(out, "_replace") and not out.config:
+                bound.apply_defaults()
+                out = out._replace(config=_config_of(key, bound.arguments, hidden))
+            return out
+
+        constructor.__bayesfair_entry__ = key  # type: ignore[attr-defined]
+        entry = register(kind, key, constructor, doc=doc, specs=specs, hidden=hidden,
+                         example={} if example is None else example, example_env=example_env)
+        for alias, display in (aliases or {}).items():
+            register(kind, alias, constructor, doc=f"alias of {key} (display name {display!r})", specs=specs,
+                     hidden=hidden, example=entry.example, display=display, example_env=example_env)
+        return constructor
+
+    return wrap
 
 
-def _scan(kind: str) -> None:
-    for module in _MODULES[kind]:
-        if (kind, module) in _SCANNED:
+def _config_value(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_config_value(v) for v in value]
+    if hasattr(value, "tolist") and not hasattr(value, "describe"):
+        return value.tolist()
+    return value
+
+
+def _config_of(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
+    """A policy's recorded config from its bound arguments: merits by their description,
+    posteriors by name with their parameters, objects without a JSON form left to the constructor."""
+    out: dict[str, Any] = {"algorithm": name}
+    for arg, value in arguments.items():
+        if arg in hidden:
             continue
-        _SCANNED.add((kind, module))
+        if hasattr(value, "describe") and callable(value.describe):  # a Merit
+            out[arg] = value.describe()
+        elif callable(value) and not hasattr(value, "init"):  # a merit given as a plain function
+            from bayesfair.merit import resolve_merit
+
+            out[arg] = resolve_merit(value).describe()
+        elif hasattr(value, "params") and isinstance(getattr(value, "name", None), str):  # a posterior
+            out[arg] = value.name
+            out.update(value.params)
+        elif value is None or isinstance(value, (bool, int, float, str, tuple, list)) or hasattr(value, "tolist"):
+            out[arg] = _config_value(value)
+    return out
+
+
+def _discover(kind: str) -> None:
+    """Import every module of the kind's package (their declarations register them)."""
+    package = _PACKAGES[kind]
+    try:
+        pkg = importlib.import_module(package)
+    except ImportError as exc:  # pragma: no cover - the package itself is broken
+        _BROKEN[kind][package] = f"{type(exc).__name__}: {exc}"
+        return
+    for info in pkgutil.iter_modules(getattr(pkg, "__path__", []) or []):
+        module = f"{package}.{info.name}"
+        if module in _DISCOVERED:
+            continue
         try:
-            mod = importlib.import_module(module)
+            importlib.import_module(module)
         except ImportError as exc:
             _BROKEN[kind][module] = f"{type(exc).__name__}: {exc}"
             continue
+        _DISCOVERED.add(module)
         _BROKEN[kind].pop(module, None)
-        for attr in getattr(mod, "__all__", ()):
-            fn = getattr(mod, attr, None)
-            if not inspect.isfunction(fn) or attr in _ENTRIES[kind]:
-                continue
-            ret = inspect.signature(fn).return_annotation
-            ret = ret if isinstance(ret, str) else getattr(ret, "__name__", "")
-            if ret.split(".")[-1] in _RETURNS[kind]:
-                _ENTRIES[kind][attr] = Entry(kind, attr, f"{module}:{attr}")
 
 
 def names(kind: str) -> list[str]:
-    """Registered names of one kind (including discovered ones), in registration order."""
+    """Registered names of one kind, in registration order."""
     _check_kind(kind)
-    _scan(kind)
+    _discover(kind)
     return list(_ENTRIES[kind])
 
 
 def entries(kind: str) -> list[Entry]:
     """Registered entries of one kind."""
     _check_kind(kind)
-    _scan(kind)
+    _discover(kind)
     return list(_ENTRIES[kind].values())
 
 
 def unavailable(kind: str) -> dict[str, str]:
-    """Registered modules of one kind that cannot be imported: ``{module: error}``."""
+    """Modules of one kind's package that cannot be imported: ``{module: error}``."""
     _check_kind(kind)
-    _scan(kind)
+    _discover(kind)
     return dict(_BROKEN[kind])
 
 
@@ -447,7 +581,7 @@ def get(kind: str, name: str, *, path: str = "") -> Entry:
         Naming ``path``, the unknown name, the registered names and the unavailable modules.
     """
     _check_kind(kind)
-    _scan(kind)
+    _discover(kind)
     if not isinstance(name, str) or not name:
         raise ConfigError(path, f"expected the name of a {kind} (a string), got {name!r}")
     if name in _ENTRIES[kind]:
@@ -457,7 +591,8 @@ def get(kind: str, name: str, *, path: str = "") -> Entry:
         ok, reason = entry.available()
         if not ok:
             raise ConfigError(path, reason)
-        return entry
+        declared = getattr(entry.resolve(), "__bayesfair_entry__", None)
+        return _ENTRIES[kind].get(declared, entry) if declared else entry
     known = list(_ENTRIES[kind])
     msg = f"unknown {kind} {name!r}"
     close = difflib.get_close_matches(name, known, n=1)
@@ -483,6 +618,20 @@ def table() -> list[dict[str, Any]]:
             rows.append({"kind": kind, "name": f"{module}.*", "target": module, "available": False,
                          "reason": err, "params": "", "doc": ""})
     return rows
+
+
+#: The environment policy examples run on unless they declare another: six Bernoulli arms in
+#: three groups of sizes 1, 3, 2 (with study floors for the bi-level policies).
+EXAMPLE_ENV = {"name": "bernoulli_arms", "means": [0.1, 0.26, 0.42, 0.58, 0.74, 0.9], "group_sizes": [1, 3, 2]}
+#: Conjugate multi-armed posteriors the examples of posterior-based policies run with.
+EXAMPLE_POSTERIORS = [
+    "beta_bernoulli", {"name": "beta_bernoulli", "a0": 0.5, "b0": 0.5},
+    {"name": "normal_known_variance", "prior_mean": 0.5, "prior_var": 1.0, "noise_var": 0.25},
+    {"name": "normal_inverse_gamma", "m0": 0.5, "kappa0": 1.0, "a0": 2.0, "b0": 0.5},
+    {"name": "normal_inverse_gamma", "m0": 0.5, "kappa0": 1.0, "a0": 0.5, "b0": 0.5},
+]
+#: The study values examples inherit (merit, horizon, group floors of :data:`EXAMPLE_ENV`).
+EXAMPLE_STUDY = {"merit": {"name": "exponential", "c": 3.0}, "horizon": 1000, "floors": [0.2, 0.3, 0.25]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,7 +771,7 @@ def check_params(kind: str, spec: Any, path: str, *, study: Mapping[str, Any] | 
     path : str
         Key path of the table, for error messages.
     study : mapping, optional
-        Values parameters may inherit (``merit``, ``horizon``, ``group_floors``).
+        Values parameters may inherit (``merit``, ``horizon``, ``floors``).
     extra_keys : tuple of str
         Further keys allowed in the table (handled by the caller).
 
@@ -697,6 +846,8 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
             kwargs[key] = value
     try:
         obj = fn(**kwargs)
+        if entry.display:
+            obj = obj._replace(name=entry.display)
     except ConfigError as exc:
         raise ConfigError(f"{path}.{exc.path}" if exc.path else path, exc.message) from None
     except (ValueError, TypeError) as exc:
@@ -707,171 +858,3 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
                                           f"{' or '.join(want)}: a {kind} name must be a registered {kind} or "
                                           f"the import path of a function that builds one")
     return obj
-
-
-# ---------------------------------------------------------------------------------------------
-# adapters: config-friendly signatures for constructors that take objects
-
-
-def _arms(kind: str):
-    def make(means: Any, n_arms: int | None = None, groups: list[int] | None = None,
-             group_sizes: list[int] | None = None, group_names: list[str] | None = None,
-             sigma: float = 1.0):
-        from bayesfair.environments import UniformMeans, bernoulli_arms, gaussian_arms
-        from bayesfair.groups import Groups
-
-        if isinstance(means, Mapping):
-            if n_arms is None and not any(isinstance(means[b], (list, tuple)) for b in ("low", "high")):
-                raise ConfigError("n_arms", "required with means = {low, high} of two numbers: the number of arms "
-                                            "whose means are drawn from U[low, high] per run (an integer >= 1)")
-            means_obj: Any = UniformMeans(means["low"], means["high"], n_arms)
-        else:
-            if n_arms is not None and n_arms != len(means):
-                raise ConfigError("n_arms", f"does not match the {len(means)} means given")
-            means_obj = means
-        if groups is not None and group_sizes is not None:
-            raise ConfigError("group_sizes", "give either groups (a label per arm) or group_sizes, not both")
-        grp = None
-        if group_sizes is not None:
-            grp = Groups.from_sizes(group_sizes, group_names)
-        elif groups is not None:
-            grp = Groups.from_labels(groups, group_names)
-        elif group_names is not None:
-            raise ConfigError("group_names", "needs groups or group_sizes")
-        if kind == "bernoulli":
-            return bernoulli_arms(means_obj, groups=grp)
-        return gaussian_arms(means_obj, sigma=sigma, groups=grp)
-
-    return make
-
-
-def bernoulli_arms(means: Any, n_arms: int | None = None, groups: list[int] | None = None,
-                   group_sizes: list[int] | None = None, group_names: list[str] | None = None):
-    """K Bernoulli arms: fixed means, or means = {low, high} drawn per run (with n_arms)."""
-    return _arms("bernoulli")(means, n_arms, groups, group_sizes, group_names)
-
-
-def gaussian_arms(means: Any, sigma: float = 1.0, n_arms: int | None = None, groups: list[int] | None = None,
-                  group_sizes: list[int] | None = None, group_names: list[str] | None = None):
-    """K Gaussian arms N(mu_a, sigma^2): fixed means, or means = {low, high} drawn per run."""
-    return _arms("gaussian")(means, n_arms, groups, group_sizes, group_names, sigma)
-
-
-def linear_bandit(n_arms: int, n_features: int, theta: list[float] | None = None, theta_scale: float = 1.0,
-                  contexts: str = "sphere", context_scale: float | None = None, noise: str = "gaussian",
-                  sigma: float | None = None, groups: list[int] | None = None,
-                  reward_range: list[float] | None = None):
-    """Stochastic linear bandit with K candidates and d-dimensional contexts (sphere/gaussian)."""
-    from bayesfair.environments.linear import linear_bandit as make
-
-    return make(n_arms, n_features, theta=theta, theta_scale=theta_scale, contexts=contexts,
-                context_scale=context_scale, noise=noise, sigma=sigma, groups=groups,
-                reward_range=None if reward_range is None else tuple(reward_range))
-
-
-def yeast_bandit(mode: str = "mab", split: str = "all", part: str = "all", validation_fraction: float = 0.2,
-                 split_seed: int = 0, n_rff: int = 50, rff_scale: float | str = "median", key: int = 0,
-                 standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6, groups: list[int] | None = None):
-    """The yeast multi-label bandit (14 arms; FairX Section 5.1); needs the yeast dataset.
-
-    ``split`` picks MULAN's files (``all``/``train``/``test``); ``part`` then keeps all those rows,
-    or the ``validation`` (``validation_fraction`` of them) or ``test`` part (the rest) of the
-    random split :func:`bayesfair.tuning.validation_split` with ``split_seed`` -- Section 5.1's
-    20% / 80% split, the one ``experiments/fairx_yeast/run.py --seed S`` uses (``split_seed = S``).
-    A linear ``validation`` part with ``rff_scale = "median"`` takes the bandwidth of the ``test``
-    part, so both parts share one random Fourier map, as in that script.
-    """
-    from bayesfair.environments.multilabel import yeast_bandit as make
-
-    kw = {"mode": mode, "n_rff": n_rff, "rff_scale": rff_scale, "key": key, "standardize": standardize,
-          "bias": bias, "ridge": ridge, "groups": groups}
-    if part == "all":
-        return make(split=split, **kw)
-    import numpy as np
-
-    from bayesfair.datasets import load_yeast
-    from bayesfair.environments.multilabel import multilabel_bandit
-    from bayesfair.tuning import validation_split
-
-    df = load_yeast(split=split)
-    s = validation_split(df[list(df.attrs["features"])].to_numpy(np.float64),
-                         df[list(df.attrs["labels"])].to_numpy(np.float64), fraction=validation_fraction,
-                         seed=split_seed)
-    if part == "validation" and mode == "linear" and rff_scale == "median":
-        kw["rff_scale"] = multilabel_bandit(s.test_features, s.test_labels, **kw).config["rff_scale"]
-    x, y = (s.val_features, s.val_labels) if part == "validation" else (s.test_features, s.test_labels)
-    prefix = "yeast" if split == "all" else f"yeast_{split}"
-    return multilabel_bandit(x, y, name=f"{prefix}_{mode}_{'val' if part == 'validation' else part}", **kw)
-
-
-def _register_defaults() -> None:
-    P, E, Q, M = "policy", "environment", "posterior", "merit"
-    for name, doc in (
-        ("identity", "f(mu) = max(mu, floor)"),
-        ("exponential", "f(mu) = exp(c mu), the FairX experiments' family"),
-    ):
-        register(M, name, f"bayesfair.merit:{name}", doc=doc)
-    for name in ("beta_bernoulli", "normal_known_variance", "normal_inverse_gamma"):
-        register(Q, name, f"bayesfair.posteriors:{name}")
-    for name in ("linear_known_variance", "linear_normal_inverse_gamma"):
-        register(Q, name, f"bayesfair.posteriors.linear:{name}")
-    for name in ("fairx_ts", "fairx_eg"):
-        register(P, name, f"bayesfair.policies.fairx:{name}")
-    register(P, "fairx_ucb", "bayesfair.policies.fairx:fairx_ucb", overrides={"horizon": {"inherit": "horizon"}})
-    for name in ("ucb1", "thompson", "epsilon_greedy", "uniform"):
-        register(P, name, f"bayesfair.policies.classic:{name}")
-    for name in ("bf_ucb", "bf_ts", "gef", "gef_ts", "mf", "mf_ts"):
-        register(P, name, f"bayesfair.policies.bilevel:{name}")
-    for name in ("fairx_lints", "fairx_linucb", "fairx_lineg", "lints", "linucb"):
-        register(P, name, f"bayesfair.policies.linear:{name}")
-    register_module(P, "bayesfair.policies.group_meritocratic")
-    register_module(P, "bayesfair.policies.biased")
-    register(E, "bernoulli_arms", bernoulli_arms)
-    register(E, "gaussian_arms", gaussian_arms)
-    # contexts of norm above ~100 (|x|^2 = 1e4 against a ridge of 0.1) leave the ridge precision
-    # lam I + sum x x' singular in float32: LinUCB/LinTS/OFUL failed with NaN at context_scale = 1e3
-    register(E, "linear_bandit", linear_bandit, overrides={
-        "context_scale": {"kind": "float", "low": 0.0, "low_open": True, "high": 100.0}})
-    register(E, "yeast_bandit", yeast_bandit, overrides={
-        "mode": {"choices": ("mab", "linear")}, "split": {"choices": ("all", "train", "test")},
-        "part": {"kind": "str", "choices": ("all", "validation", "test")},
-        "validation_fraction": {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
-        "split_seed": {"kind": "int", "low": 0}})
-    # The group-meritocratic and biased-feedback constructors, registered by name so that their
-    # parameters carry ranges (the constructors' own checks; a module scan would type them by default).
-    gmp, gme = "bayesfair.policies.group_meritocratic", "bayesfair.environments.group_meritocratic"
-    bp, be = "bayesfair.policies.biased", "bayesfair.environments.biased"
-    unit_open = {"kind": "float", "low": 0.0, "high": 1.0, "low_open": True}  # (0, 1]
-    pos_int, nonneg_int, nonneg = {"kind": "int", "low": 1}, {"kind": "int", "low": 0}, {"kind": "float", "low": 0.0}
-    candidates = {"kind": "int", "low": 1, "high": 10_000}  # as n_arms
-    for name in ("fair_greedy", "fair_greedy_multigroup"):
-        register(P, name, f"{gmp}:{name}", overrides={"rho": unit_open, "block": pos_int})
-    for name in ("oful", "greedy", "uniform_random"):
-        register(P, name, f"{gmp}:{name}")
-    for name in ("top_interval", "interval_chaining", "naive_fair"):
-        register(P, name, f"{bp}:{name}", overrides={"ridge": {"kind": "float", **_POS}})
-    register(P, "group_fair_top_interval", f"{bp}:group_fair_top_interval",
-             overrides={"ridge": {"kind": "float", **_POS}, "reference": nonneg_int, "rho": {"kind": "float"}})
-    register(P, "group_fair_ts", f"{bp}:group_fair_ts", overrides={
-        "tau": {"kind": "float", **_POS}, "s": {"kind": "float", **_POS}, "prior_sd": {"kind": "float", **_POS},
-        "reference": nonneg_int, "method": {"kind": "str", "choices": ("auto", "joint", "collapsed")}})
-    block = {"group_weights": {"kind": "any"}, "n_groups": pos_int, "block_size": pos_int,
-             "bias_step": {"kind": "float"}, "bias_weight": {"kind": "float"}, "cdf_seed": nonneg_int}
-    register(E, "gmf_synthetic", f"{gme}:gmf_synthetic", overrides=block)
-    register(E, "gmf_multigroup", f"{gme}:gmf_multigroup",
-             overrides={**block, "n_candidates": candidates,
-                        "proportions": {"kind": "floats", "low": 0.0, "high": 1.0}})
-    register(E, "gmf_adult", f"{gme}:gmf_adult", hidden=("df",), overrides={
-        "n_candidates": candidates, "group": {"kind": "str", "choices": ("race", "sex")},
-        "split": {"choices": ("all", "train", "test")}, "min_group_size": pos_int})
-    register(E, "synthetic_biased", f"{be}:synthetic_biased", hidden=("name",), overrides={
-        "n_arms": {"kind": "int", "low": 4}, "n_sensitive": {"kind": "int", "low": 2}, "bias_mean": nonneg,
-        "coef_high": {"kind": "float", **_POS}, "noise_sd": nonneg})
-    register(E, "compas_bandit", f"{be}:compas_bandit", hidden=("name",), overrides={"noise_sd": nonneg})
-    register(E, "family_income_bandit", f"{be}:family_income_bandit", hidden=("name",), overrides={
-        "n_buckets": {"kind": "int", "low": 2}, "reward_scale": {"kind": "float", **_POS}, "noise_sd": nonneg})
-    register_module(E, "bayesfair.environments.group_meritocratic")
-    register_module(E, "bayesfair.environments.biased")
-
-
-_register_defaults()

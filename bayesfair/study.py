@@ -409,8 +409,8 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     pols_raw = raw["policies"]
     if not isinstance(pols_raw, dict) or not pols_raw:
         raise ConfigError("policies", "expected one or more [policies.<label>] tables")
-    # bi-level policies inherit the floors (the registry names the study value group_floors)
-    inherit = {"merit": merit_spec, "horizon": cfg["horizon"], "floors": cfg["floors"], "group_floors": cfg["floors"]}
+    # bi-level policies inherit the study's floors (their groups_beta), merit and horizon
+    inherit = {"merit": merit_spec, "horizon": cfg["horizon"], "floors": cfg["floors"]}
     cfg["policies"] = {}
     policies = {}
     for label, spec in pols_raw.items():

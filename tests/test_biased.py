@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _checks import assert_valid_selection
 from jax import lax
 from scipy.stats import norm
 
@@ -194,17 +193,6 @@ def test_psi_credible_intervals_are_calibrated():
 GROUPS = np.array([0, 0, 0, 1, 1, 1, 1])
 N, D = GROUPS.size, 2
 SPEC = Spec(n_arms=N, group_of_arm=GROUPS, n_groups=2, n_features=D)
-POLICIES = {
-    "top_interval": pb.top_interval(),
-    "interval_chaining": pb.interval_chaining(),
-    "naive_fair": pb.naive_fair(),
-    "group_fair_top_interval": pb.group_fair_top_interval(),
-    "group_fair_top_interval_rho": pb.group_fair_top_interval(rho=2.0, horizon=500),
-    "group_fair_ts": pb.group_fair_ts(tau=2.0, s=5.0),
-    "group_fair_ts_collapsed": pb.group_fair_ts(tau=2.0, s=5.0, method="collapsed"),
-}
-
-
 def _history(rng, t_len, n=N, d=D, groups=GROUPS):
     arms = rng.integers(0, n, t_len)
     X = rng.uniform(0.0, 1.0, (t_len, n, d))
@@ -221,20 +209,6 @@ def _state_after(pol, arms, X, y, spec=SPEC):
     ts = jnp.arange(1, len(arms) + 1, dtype=jnp.int32)
     return lax.scan(step, pol.init(jax.random.key(0), spec), (ts, jnp.asarray(arms), jnp.asarray(X),
                                                                 jnp.asarray(y)))[0]
-
-
-@pytest.mark.parametrize("name", list(POLICIES))
-def test_policy_contract(name):
-    pol = POLICIES[name]
-    rng = np.random.default_rng(1)
-    arms, X, y = _history(rng, 40)
-    ctx = jnp.asarray(rng.uniform(0, 1, (N, D)), jnp.float32)
-    for t_len in (0, 40):
-        state = jax.jit(lambda a, x, r: _state_after(pol, a, x, r))(arms[:t_len], X[:t_len], y[:t_len])
-        keys = jax.random.split(jax.random.key(t_len), 64)
-        sel = jax.jit(jax.vmap(lambda k, s, t: pol.select(k, s, Observation(t, ctx)), in_axes=(0, None, None)))
-        action, probs, info = sel(keys, state, jnp.int32(t_len + 1))
-        assert_valid_selection(action, probs, info, N)
 
 
 def _np_fit(arms, X, y, ridge, n, d, t_len, groups):

@@ -2,8 +2,9 @@
 
 What is tested, and against which statement of the paper:
 
-- the policy contract (jit + vmap, pi_t a probability vector, the action drawn from it), for
-  every policy and every conjugate posterior;
+- the policy contract (jit + vmap, pi_t a probability vector, the action drawn from it) runs in
+  ``tests/test_contract.py`` from the registry's declared examples (every policy, the conjugate
+  posteriors, identity and custom merits);
 - ``probs`` is the exact selection distribution, including the mixture over tied groups;
 - initialization is what Algorithm 1 lines 3-15 say: m * max|g| rounds of round robin over the
   groups, each group pulling its never-pulled arms first (so every arm is pulled once after
@@ -23,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _checks import assert_valid_selection
 from jax import lax
 
 import bayesfair as bf
@@ -37,23 +37,6 @@ LABELS = np.repeat(np.arange(len(SIZES)), SIZES).astype(np.int32)
 K = LABELS.size
 SPEC = Spec(n_arms=K, group_of_arm=LABELS, n_groups=len(SIZES), reward_range=(0.0, 1.0))
 BETA = (0.2, 0.3, 0.25)
-POSTERIORS = {
-    "beta_bernoulli": bf.beta_bernoulli(),
-    "normal_known_variance": bf.normal_known_variance(0.5, 1.0, 0.25),
-    "normal_inverse_gamma": bf.normal_inverse_gamma(0.5, 1.0, 2.0, 0.5),
-}
-POLICIES = {
-    "bf_ucb": bl.bf_ucb(BETA, M),
-    "bf_ucb_center": bl.bf_ucb(BETA, M, start="center", delta=0.1),
-    "bf_ucb_identity": bl.bf_ucb(BETA, bf.merit.identity()),
-    "bf_ucb_custom": bl.bf_ucb(BETA, bf.merit.custom(lambda x: 1.0 + x**2)),  # no log_fn
-    **{f"bf_ts[{n}]": bl.bf_ts(BETA, M, p) for n, p in POSTERIORS.items()},
-    "gef": bl.gef(BETA),
-    "gef_ts": bl.gef_ts(BETA, bf.beta_bernoulli()),
-    "mf": bl.mf(M),
-    "mf_horizon": bl.mf(M, horizon=1000),
-    "mf_ts": bl.mf_ts(M, bf.beta_bernoulli()),
-}
 
 
 def _state_after(pol, arms, rewards, key, spec=SPEC):
@@ -66,38 +49,6 @@ def _state_after(pol, arms, rewards, key, spec=SPEC):
     ts = jnp.arange(1, len(arms) + 1, dtype=jnp.int32)
     xs = (ts, jnp.asarray(arms, jnp.int32), jnp.asarray(rewards, jnp.float32))
     return lax.scan(step, pol.init(key, spec), xs)[0]
-
-
-HIST = (0, 4, 60)  # before, during and after initialization (t_init = 3 * 3 = 9 rounds here)
-
-
-@pytest.mark.parametrize("name", list(POLICIES))
-def test_policy_contract(name):
-    """jit + vmap over keys and history lengths; pi_t is a finite probability vector of shape
-    [K]; the action is an int32 drawn from it (positive probability); info values are finite."""
-    pol = POLICIES[name]
-    rng = np.random.default_rng(0)
-    arms = jnp.asarray(rng.integers(0, K, max(HIST)), jnp.int32)
-    rewards = jnp.asarray(rng.random(max(HIST)) < 0.6, jnp.float32)
-
-    def run(key, n_hist):
-        k_init, k_sel = jax.random.split(key)
-
-        def step(state, x):
-            t, a, r = x
-            new = pol.update(state, Observation(t), a, r)
-            return jax.tree.map(lambda u, v: jnp.where(t <= n_hist, u, v), new, state), None
-
-        ts = jnp.arange(1, max(HIST) + 1, dtype=jnp.int32)
-        state = lax.scan(step, pol.init(k_init, SPEC), (ts, arms, rewards))[0]
-        return pol.select(k_sel, state, Observation(n_hist + 1))
-
-    keys = jax.random.split(jax.random.key(0), 16 * len(HIST))
-    n_hist = jnp.repeat(jnp.asarray(HIST, jnp.int32), 16)
-    action, probs, info = jax.jit(jax.vmap(run))(keys, n_hist)
-    assert_valid_selection(action, probs, info, K)
-    for v in info.values():
-        assert np.all(np.isfinite(np.asarray(v)))
 
 
 def _forced(pol, actions, spec=SPEC):

@@ -143,15 +143,18 @@ def test_means_table_and_group_sizes():
     assert err.path == "environment.means.high"
 
 
-def test_unknown_modules_are_listed_as_unavailable_not_import_errors():
-    registry.register_module("policy", "bayesfair.policies._no_such_module_")
+def test_unknown_modules_are_listed_as_unavailable_not_import_errors(tmp_path, monkeypatch):
+    # a module of the policies package that cannot be imported (a missing dependency)
+    (tmp_path / "_no_such_module_.py").write_text("import _bayesfair_missing_dependency_\n")
+    import bayesfair.policies
+
+    monkeypatch.setattr(bayesfair.policies, "__path__", [*bayesfair.policies.__path__, str(tmp_path)])
     try:
         rows = [r for r in registry.table() if r["name"].startswith("bayesfair.policies._no_such_module_")]
         assert rows and not rows[0]["available"] and "No module named" in rows[0]["reason"]
         err = _error(_with("policies.X", {"name": "whatever"}))
         assert "not available: bayesfair.policies._no_such_module_" in str(err)
     finally:
-        registry._MODULES["policy"].remove("bayesfair.policies._no_such_module_")
         registry._BROKEN["policy"].pop("bayesfair.policies._no_such_module_", None)
 
 

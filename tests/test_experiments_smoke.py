@@ -217,7 +217,7 @@ def test_yeast_validation_part_shares_the_test_parts_random_fourier_map(monkeypa
     monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
     from bayesfair.datasets import load_yeast
     from bayesfair.environments import multilabel_bandit
-    from bayesfair.registry import yeast_bandit
+    from bayesfair.environments.multilabel import yeast_bandit_config as yeast_bandit
     from bayesfair.tuning import validation_split
 
     df = load_yeast("all")

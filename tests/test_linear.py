@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _checks import assert_valid_selection
 
 import bayesfair as bf
 from bayesfair.environments import linear_bandit
@@ -147,16 +146,6 @@ def _run(pol, x, a, r, key, contexts):
     state, _ = jax.lax.scan(step, pol.init(k_init, SPEC), (ts, jnp.asarray(x), jnp.asarray(a, jnp.int32),
                                                            jnp.asarray(r, jnp.float32)))
     return pol.select(k_sel, state, Observation(jnp.int32(len(a) + 1), contexts)), state
-
-
-@pytest.mark.parametrize("name", list(POLICIES))
-def test_linear_policy_contract(name):
-    """jit + vmap work, pi_t is a probability vector, shapes/dtypes as documented, actions drawn from pi_t."""
-    pol = POLICIES[name]
-    x, a, r = _history()
-    keys = jax.random.split(jax.random.key(0), 16)
-    (action, probs, info), _ = jax.jit(jax.vmap(lambda k: _run(pol, x, a, r, k, x[-1])))(keys)
-    assert_valid_selection(action, probs, info, K)
 
 
 def test_probs_are_the_exact_selection_distributions():
@@ -385,7 +374,7 @@ def test_context_dimension_mismatch_is_reported():
         (lambda: linear_bandit(3, 2, contexts=np.ones((4, 2)), context_scale=2.0), ValueError, "not to a pool"),
         (lambda: linear_bandit(3, 2, sigma=-1.0), ValueError, "sigma must be > 0"),
         (lambda: linear_bandit(3, 2, noise="bernoulli", sigma=1.0), ValueError, "sigma only applies"),
-        (lambda: linear_bandit(3, 2, noise="poisson"), ValueError, "noise must be 'gaussian' or 'bernoulli'"),
+        (lambda: linear_bandit(3, 2, noise="poisson"), ValueError, "noise must be one of 'gaussian', 'bernoulli'"),
         (lambda: linear_bandit(3, 2, theta_scale=np.nan), ValueError, "theta_scale must be finite"),
         (lambda: linear_bandit(0, 2), ValueError, "n_arms must be an integer >= 1"),
         (lambda: linear_bandit(3, 0), ValueError, "n_features must be an integer >= 1"),
@@ -401,7 +390,7 @@ def test_context_dimension_mismatch_is_reported():
         (lambda: fairx_linucb(M, theta_bound=np.inf), ValueError, "theta_bound must be finite"),
         (lambda: fairx_linucb(M, learning_rate=0.0), ValueError, "learning_rate must be > 0"),
         (lambda: fairx_linucb(M, steps=-1), ValueError, "steps must be an integer >= 0"),
-        (lambda: fairx_linucb(M, start="upper"), ValueError, "start must be 'center' or 'linearized'"),
+        (lambda: fairx_linucb(M, start="upper"), ValueError, "start must be one of 'center', 'linearized'"),
         (lambda: linucb(beta=0.0), ValueError, "beta must be > 0"),
         (lambda: linucb(lam=-2.0), ValueError, "lam must be > 0"),
         (lambda: fairx_lineg(M, epsilon=1.5), ValueError, r"epsilon must be in \[0.0, 1.0\]"),

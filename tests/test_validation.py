@@ -95,7 +95,7 @@ def test_simulate_validates(small_env, exp4):
 
 
 def test_policy_and_posterior_constructors_validate(exp4):
-    with pytest.raises(ValueError, match="a0 and b0 must be > 0"):
+    with pytest.raises(ValueError, match="a0 must be > 0"):  # the declared range (registry.declare)
         bf.beta_bernoulli(0.0, 1.0)
     with pytest.raises(ValueError, match="noise_var must be > 0"):
         bf.normal_known_variance(noise_var=0.0)

@@ -16,9 +16,10 @@ import numpy as np
 from bayesfair._validate import finite_array, finite_float
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
+from bayesfair.registry import POSITIVE, ConfigError, declare, integer, ints, strs
 from bayesfair.types import Observation, Round, Spec
 
-__all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms"]
+__all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms", "bernoulli_arms_config", "gaussian_arms_config"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,3 +134,47 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
         return mu_a + sigma * jax.random.normal(key, ())
 
     return _build("gaussian", means, groups, draw, None, {"sigma": sigma}, "real")
+
+
+# ---------------------------------------------------------------------------------------------
+# config forms: means as numbers or {low, high}, groups as labels or sizes
+
+_ARMS = {"means": {"kind": "means"}, "n_arms": integer(1, 10_000, cap=True), "groups": ints(0),
+         "group_sizes": ints(1), "group_names": strs()}
+
+
+def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, group_names: Any) -> tuple[Any, Any]:
+    """The means object and :class:`Groups` of a config table (errors name the config key)."""
+    if isinstance(means, dict):
+        if n_arms is None and not any(isinstance(means[b], (list, tuple)) for b in ("low", "high")):
+            raise ConfigError("n_arms", "required with means = {low, high} of two numbers: the number of arms "
+                                        "whose means are drawn from U[low, high] per run (an integer >= 1)")
+        means = UniformMeans(means["low"], means["high"], n_arms)
+    elif n_arms is not None and n_arms != len(means):
+        raise ConfigError("n_arms", f"does not match the {len(means)} means given")
+    if groups is not None and group_sizes is not None:
+        raise ConfigError("group_sizes", "give either groups (a label per arm) or group_sizes, not both")
+    if group_sizes is not None:
+        return means, Groups.from_sizes(group_sizes, group_names)
+    if groups is not None:
+        return means, Groups.from_labels(groups, group_names)
+    if group_names is not None:
+        raise ConfigError("group_names", "needs groups or group_sizes")
+    return means, None
+
+
+@declare("environment", "bernoulli_arms", example={"means": [0.2, 0.5, 0.8]}, **_ARMS)
+def bernoulli_arms_config(means: Any, n_arms: int | None = None, groups: list[int] | None = None,
+                          group_sizes: list[int] | None = None, group_names: list[str] | None = None) -> Environment:
+    """K Bernoulli arms: fixed means, or means = {low, high} drawn per run (with n_arms)."""
+    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names)
+    return bernoulli_arms(means, groups=grp)
+
+
+@declare("environment", "gaussian_arms", example={"means": [0.2, 0.5, 0.8], "sigma": 0.5}, sigma=POSITIVE, **_ARMS)
+def gaussian_arms_config(means: Any, sigma: float = 1.0, n_arms: int | None = None, groups: list[int] | None = None,
+                         group_sizes: list[int] | None = None, group_names: list[str] | None = None) -> Environment:
+    """K Gaussian arms N(mu_a, sigma^2): fixed means, or means = {low, high} drawn per run."""
+    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names)
+    return gaussian_arms(means, sigma=sigma, groups=grp)
+

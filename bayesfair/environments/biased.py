@@ -49,6 +49,7 @@ from bayesfair._validate import finite_array, finite_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.posteriors.group_bias import check_bias_groups
+from bayesfair.registry import POSITIVE, declare, integer, real, strs
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "synthetic_biased",
     "biased_table",
     "biased_data_bandit",
+    "biased_data_bandit_config",
     "compas_table",
     "compas_bandit",
     "family_income_table",
@@ -131,6 +133,8 @@ def _coefficients(value: Any, shape: tuple[int, int], what: str) -> tuple[np.nda
     return arr, None
 
 
+@declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2},
+         n_features=integer(1, 1000, cap=True), noise_sd=POSITIVE, group_names=strs())
 def biased_linear_bandit(
     group_of_arm: Any,
     n_features: int,
@@ -242,6 +246,8 @@ def biased_linear_bandit(
     return Environment(spec, groups, reset, step, arm_means, _name(name, "biased_linear"), cfg)
 
 
+@declare("environment", hidden=("name",), n_arms=integer(4, 10000, cap=True), n_sensitive=integer(2),
+         n_features=integer(1, 1000, cap=True), bias_mean=real(0.0), coef_high=POSITIVE, noise_sd=real(0.0))
 def synthetic_biased(
     n_arms: int = 10,
     n_sensitive: int = 5,
@@ -476,6 +482,24 @@ _COMPAS_FEATURES = ("sex", "juv_fel_count", "decile_score", "juv_misd_count", "j
                     "is_violent_recid", "vr_charge_degree", "event")
 
 
+@declare("environment", "biased_data_bandit", reference=integer(0), noise_sd=real(0.0),
+         example={"features": [[0.1], [0.4], [0.2], [0.9], [0.5], [0.3], [0.8], [0.7]],
+                  "rewards": [0.2, 0.5, 0.1, 0.9, 0.4, 0.3, 0.8, 0.6], "group": [0, 0, 0, 0, 1, 1, 1, 1],
+                  "bucket": [0, 1, 0, 1, 0, 1, 0, 1], "group_names": ["a", "b"], "bucket_names": ["low", "high"]})
+def biased_data_bandit_config(features: list[list[float]], rewards: list[float], group: list[int], bucket: list[int],
+                              *, group_names: list[str], bucket_names: list[str],
+                              feature_names: list[str] | None = None, reference: int = 0, standardize: bool = True,
+                              intercept: bool = True, noise_sd: float = 0.0) -> Environment:
+    """A data-driven biased bandit from a table given in the config (rows of features, rewards,
+    group and bucket labels; see :func:`biased_table` and :func:`biased_data_bandit`)."""
+    features = _bounded("features", finite_array("features", features, ndim=2))
+    rewards = _bounded("rewards", finite_array("rewards", rewards, ndim=1))
+    table = biased_table(features, rewards, group, bucket, group_names=group_names, bucket_names=bucket_names,
+                         feature_names=feature_names, reference=reference, standardize=standardize,
+                         intercept=intercept)
+    return biased_data_bandit(table, noise_sd=noise_sd)
+
+
 def compas_table(*, standardize: bool = True, intercept: bool = True, df: Any = None) -> BiasedTable:
     """COMPAS as in Section 5.3: group African-American (sensitive) vs the rest, arms = 3 age categories.
 
@@ -511,6 +535,7 @@ def compas_table(*, standardize: bool = True, intercept: bool = True, df: Any = 
                         info=info)
 
 
+@declare("environment", hidden=("name",), noise_sd=real(0.0))
 def compas_bandit(*, standardize: bool = True, intercept: bool = True, noise_sd: float = 0.0,
                   name: str | None = None) -> Environment:
     """The COMPAS biased bandit of Section 5.3 (6 arms; see :func:`compas_table`)."""
@@ -567,6 +592,7 @@ def family_income_table(*, n_buckets: int = 5, reward_scale: float = 1e5, standa
                         reference=0, standardize=standardize, intercept=intercept, info=info)
 
 
+@declare("environment", hidden=("name",), n_buckets=integer(2), reward_scale=POSITIVE, noise_sd=real(0.0))
 def family_income_bandit(*, n_buckets: int = 5, reward_scale: float = 1e5, standardize: bool = True,
                          intercept: bool = True, noise_sd: float = 0.0, name: str | None = None) -> Environment:
     """The family-income biased bandit of Section 5.3 (10 arms; see :func:`family_income_table`)."""

@@ -46,9 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, finite_float, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
+from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, strs
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -80,13 +81,6 @@ _ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship
 
 
 # --------------------------------------------------------------------------- validation helpers
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _group_names(names: Any, n_groups: int) -> tuple[str, ...]:
@@ -353,6 +347,8 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
     return env
 
 
+@declare("environment", theta=floats(), n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE,
+         group_names=strs(), cdf_seed=integer(0))
 def gmf_synthetic(
     *,
     group_weights: Any = None,
@@ -405,13 +401,16 @@ def gmf_synthetic(
         ``arm_means`` is E[mu* . X_a] per arm.
     """
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     g = design.group_weights.shape[0]
     names = _group_names(group_names, g)
     return _block_env(design, g, None, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
                       "gmf_synthetic", "Section 6: one candidate per group")
 
 
+@declare("environment", example={"n_candidates": 6, "proportions": [0.4, 0.3, 0.2, 0.1]},
+         n_candidates=integer(1, 10000, cap=True), proportions=floats(0.0, 1.0), theta=floats(),
+         n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE, group_names=strs(), cdf_seed=integer(0))
 def gmf_multigroup(
     n_candidates: int,
     proportions: Any,
@@ -453,7 +452,7 @@ def gmf_multigroup(
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
     g = design.group_weights.shape[0]
     p = _proportions(proportions, g)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     names = _group_names(group_names, g)
     return _block_env(design, k, p, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
                       "gmf_multigroup", "Section 7: K candidates with i.i.d. groups")
@@ -462,6 +461,10 @@ def gmf_multigroup(
 # --------------------------------------------------------------------------- finite populations
 
 
+@declare("environment",
+         example={"features": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.1], [0.2, 0.9]],
+                  "mean_reward": [0.1, 0.5, 0.3, 0.8], "groups": [0, 0, 1, 1], "n_candidates": 2},
+         groups=ints(0), noise_sd=POSITIVE, group_names=strs())
 def gmf_population(
     features: Any,
     mean_reward: Any,
@@ -517,7 +520,7 @@ def gmf_population(
         raise ValueError(f"group {int(never[0])} has no member in the population, so it is never offered; "
                          f"relabel the groups 0..G-1 without gaps")
     k = positive_int("n_candidates", n_candidates)
-    sd = _positive("noise_sd", noise_sd)
+    sd = positive_float("noise_sd", noise_sd)
     names = _group_names(group_names, n_groups)
     rank = np.empty(n)
     for g in range(n_groups):
@@ -620,6 +623,8 @@ def adult_population(df: Any, *, group: str = "race", min_group_size: int = 1,
     return AdultPopulation(x, tuple(fnames), y, x @ theta, theta, lab, names)
 
 
+@declare("environment", hidden=("df",), n_candidates=integer(1, 10000, cap=True), group=choice("race", "sex"),
+         noise_sd=POSITIVE, split=choice("all", "train", "test"), min_group_size=integer(1))
 def gmf_adult(
     n_candidates: int = 10,
     *,

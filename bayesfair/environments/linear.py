@@ -14,22 +14,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, positive_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
+from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, pair, real
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["linear_bandit"]
 
 _QUAD_NODES = 128  # quadrature nodes for E[sigmoid(x . theta)] (Bernoulli arm_means)
-
-
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
 
 
 def _groups(groups: Any, n_arms: int) -> Groups:
@@ -59,6 +53,13 @@ def _projection_quadrature(kind: str, d: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w / w.sum()
 
 
+# context_scale: contexts of norm above ~100 (|x|^2 = 1e4 against a ridge of 0.1) leave the ridge
+# precision lam I + sum x x' singular in float32 (LinUCB/LinTS/OFUL failed with NaN at 1e3): capped in configs
+@declare("environment", example={"n_arms": 4, "n_features": 3}, n_arms=integer(1, 10_000, cap=True),
+         n_features=integer(1, 1_000, cap=True), theta=floats(), theta_scale=POSITIVE,
+         contexts=choice("sphere", "gaussian", cap=True), context_mean=floats(),
+         context_scale=real(0.0, 100.0, low_open=True, cap=True),
+         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=ints(0), reward_range=pair())
 def linear_bandit(
     n_arms: int,
     n_features: int,
@@ -139,7 +140,7 @@ def linear_bandit(
         raise ValueError(f"noise must be 'gaussian' or 'bernoulli', got {noise!r}")
     if noise == "bernoulli" and sigma is not None:
         raise ValueError("sigma only applies to noise='gaussian' (Bernoulli rewards have no noise scale)")
-    sig = _positive("sigma", 1.0 if sigma is None else sigma)
+    sig = positive_float("sigma", 1.0 if sigma is None else sigma)
 
     # --- theta
     theta_fixed: np.ndarray | None = None
@@ -147,7 +148,7 @@ def linear_bandit(
         theta_fixed = finite_array("theta", theta, ndim=1)
         if theta_fixed.shape[0] != d:
             raise ValueError(f"theta has length {theta_fixed.shape[0]} but n_features is {d}")
-    tscale = _positive("theta_scale", theta_scale)
+    tscale = positive_float("theta_scale", theta_scale)
 
     # --- contexts
     pool: np.ndarray | None = None
@@ -165,7 +166,7 @@ def linear_bandit(
             else:
                 raise ValueError(f"context_mean must have shape [n_features]=({d},) or [n_arms, n_features]="
                                  f"({k}, {d}), got {cm.shape}")
-        cscale = _positive("context_scale", 1.0 if context_scale is None else context_scale)
+        cscale = positive_float("context_scale", 1.0 if context_scale is None else context_scale)
     else:
         if context_mean is not None or context_scale is not None:
             raise ValueError("context_mean and context_scale apply to 'sphere'/'gaussian' contexts, not to a pool")

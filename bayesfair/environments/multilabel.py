@@ -50,6 +50,7 @@ import numpy as np
 from bayesfair._validate import finite_array, finite_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
+from bayesfair.registry import choice, declare, integer, ints, real
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "multilabel_bandit",
     "multilabel_tables",
     "yeast_bandit",
+    "yeast_bandit_config",
     "rff_params",
     "rff_contexts",
     "median_bandwidth",
@@ -433,3 +435,39 @@ def yeast_bandit(mode: str = "mab", split: str = "all", **kw: Any) -> Environmen
     labels = df[list(df.attrs["labels"])].to_numpy(np.float64)
     kw.setdefault("name", f"yeast_{mode}" + ("" if split == "all" else f"_{split}"))
     return multilabel_bandit(features, labels, mode=mode, **kw)
+
+
+@declare("environment", "yeast_bandit", mode=choice("mab", "linear"), split=choice("all", "train", "test"),
+         part=choice("all", "validation", "test"), validation_fraction=real(0.0, 1.0, low_open=True, high_open=True),
+         split_seed=integer(0), n_rff=integer(1, 1_000, cap=True), rff_scale={"kind": "float_or_str"},
+         key=integer(0), bias=real(0.0), ridge=real(0.0), groups=ints(0))
+def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all", validation_fraction: float = 0.2,
+                        split_seed: int = 0, n_rff: int = 50, rff_scale: float | str = "median", key: int = 0,
+                        standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6,
+                        groups: list[int] | None = None) -> Environment:
+    """The yeast multi-label bandit (14 arms; FairX Section 5.1); needs the yeast dataset.
+
+    ``split`` picks MULAN's files (``all``/``train``/``test``); ``part`` then keeps all those rows,
+    or the ``validation`` (``validation_fraction`` of them) or ``test`` part (the rest) of the
+    random split :func:`bayesfair.tuning.validation_split` with ``split_seed`` -- Section 5.1's
+    20% / 80% split, the one ``experiments/fairx_yeast/run.py --seed S`` uses (``split_seed = S``).
+    A linear ``validation`` part with ``rff_scale = "median"`` takes the bandwidth of the ``test``
+    part, so both parts share one random Fourier map, as in that script.
+    """
+    kw = {"mode": mode, "n_rff": n_rff, "rff_scale": rff_scale, "key": key, "standardize": standardize,
+          "bias": bias, "ridge": ridge, "groups": groups}
+    if part == "all":
+        return yeast_bandit(split=split, **kw)
+    from bayesfair.datasets import load_yeast
+    from bayesfair.tuning import validation_split
+
+    df = load_yeast(split=split)
+    s = validation_split(df[list(df.attrs["features"])].to_numpy(np.float64),
+                         df[list(df.attrs["labels"])].to_numpy(np.float64), fraction=validation_fraction,
+                         seed=split_seed)
+    if part == "validation" and mode == "linear" and rff_scale == "median":
+        kw["rff_scale"] = multilabel_bandit(s.test_features, s.test_labels, **kw).config["rff_scale"]
+    x, y = (s.val_features, s.val_labels) if part == "validation" else (s.test_features, s.test_labels)
+    prefix = "yeast" if split == "all" else f"yeast_{split}"
+    return multilabel_bandit(x, y, name=f"{prefix}_{mode}_{'val' if part == 'validation' else part}", **kw)
+

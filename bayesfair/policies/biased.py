@@ -46,11 +46,12 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import ndtri
 
 from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, float_in, positive_int
+from bayesfair._validate import finite_array, finite_float, float_in, positive_float, positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
+from bayesfair.registry import POSITIVE, choice, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -84,17 +85,10 @@ class IntervalState(NamedTuple):
 # --------------------------------------------------------------------------- validation helpers
 
 
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
-
-
 def _common(delta: Any, sigma: Any, ridge: Any, horizon: Any) -> tuple[float, float, float, int | None]:
     delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    sigma = _positive("sigma", sigma)
-    ridge = _positive("ridge", ridge)
+    sigma = positive_float("sigma", sigma)
+    ridge = positive_float("ridge", ridge)
     if horizon is not None:
         horizon = positive_int("horizon", horizon)
     return delta, sigma, ridge, horizon
@@ -265,6 +259,8 @@ def _interval_policy(select_index, name: str, config: dict, ridge: float, *, nee
 # --------------------------------------------------------------------------- TopInterval, IntervalChaining
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def top_interval(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """TopInterval (Section 3; a LinUCB variant, Li et al. 2010; Algorithm 1 without the group terms).
 
@@ -312,6 +308,8 @@ def chain_set(lower: jax.Array, upper: jax.Array) -> jax.Array:
     return upper >= low
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """IntervalChaining (Joseph et al. 2016; Section 3 of the paper).
 
@@ -332,6 +330,8 @@ def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 
                                                          "sigma": sigma, "ridge": ridge}, ridge)
 
 
+@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
 def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
     """NaiveFair / NaiveGroupFair (Algorithm 2, Section 5.1): a uniformly random group, then TopInterval in it.
 
@@ -363,6 +363,10 @@ def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -
 # --------------------------------------------------------------------------- GroupFairTopInterval
 
 
+@declare("policy", example=[{}, {"rho": 2.0, "horizon": 500}],
+         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
+         delta=real(0.0, 1.0, low_open=True, high_open=True), reference=integer(0), rho=real(), sigma=POSITIVE,
+         ridge=POSITIVE, horizon=integer(1))
 def group_fair_top_interval(
     delta: float = 0.1,
     *,
@@ -450,6 +454,10 @@ def group_fair_top_interval(
 # --------------------------------------------------------------------------- GroupFair-TS
 
 
+@declare("policy", example=[{"tau": 2.0, "s": 5.0}, {"tau": 2.0, "s": 5.0, "method": "collapsed"}],
+         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3}, tau=POSITIVE,
+         s=POSITIVE, sigma=POSITIVE, prior_mean={"kind": "float_or_floats"}, prior_sd=POSITIVE, reference=integer(0),
+         method=choice("auto", "joint", "collapsed"))
 def group_fair_ts(
     *,
     tau: float = 3.0,
@@ -493,10 +501,10 @@ def group_fair_ts(
         Conjugate state representation (same posterior; see
         :func:`~bayesfair.posteriors.group_bias.group_bias_posterior`).
     """
-    tau = _positive("tau", tau)
-    s = _positive("s", s)
-    sigma = _positive("sigma", sigma)
-    prior_sd = _positive("prior_sd", prior_sd)
+    tau = positive_float("tau", tau)
+    s = positive_float("s", s)
+    sigma = positive_float("sigma", sigma)
+    prior_sd = positive_float("prior_sd", prior_sd)
     prior_mean_arr = finite_array("prior_mean", prior_mean)
     if isinstance(reference, bool) or not isinstance(reference, (int, np.integer)) or reference < 0:
         raise ValueError(f"reference must be a non-negative group index, got {reference!r}")

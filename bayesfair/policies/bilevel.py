@@ -70,6 +70,7 @@ from bayesfair.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
 from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb, run_ascent
 from bayesfair.posteriors.base import Outcome, Posterior
+from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, floats, integer, pair, real
 from bayesfair.types import Observation, Spec
 
 __all__ = ["BilevelState", "bf_ucb", "bf_ts", "gef", "gef_ts", "mf", "mf_ts"]
@@ -397,6 +398,10 @@ def _optimistic_fair_parts(merit: Merit, delta: float, lo: float, hi: float, lr:
 # public constructors
 
 
+@declare("policy", example=[{}, {"start": "center", "delta": 0.1}, {"merit": {"name": "identity"}}],
+         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"),
+         delta=real(0.0, 1.0, low_open=True, high_open=True), reward_range=pair(), learning_rate=POSITIVE,
+         steps=integer(0, 1000, cap=True), start=choice("upper", "center"))
 def bf_ucb(
     groups_beta: Any,
     merit: Merit,
@@ -465,6 +470,9 @@ def bf_ucb(
     )
 
 
+@declare("policy",
+         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS[:1] + EXAMPLE_POSTERIORS[2:4]],
+         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"))
 def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
     """BF-TS: Algorithm 1 with a Thompson-sampling Learn (the paper's Section 4 allows either).
 
@@ -497,6 +505,8 @@ def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
     )
 
 
+@declare("policy", groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"),
+         delta=real(0.0, 1.0, low_open=True, high_open=True), reward_range=pair())
 def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, float] = (0.0, 1.0)) -> Policy:
     """GEF baseline (Section 6.1.3): group exposure floors, then the best UCB arm in the group.
 
@@ -522,6 +532,8 @@ def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, flo
                   init_stats=_reward_sums, update_stats=_add_reward)
 
 
+@declare("policy", example={"posterior": "beta_bernoulli"},
+         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"))
 def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
     """GEF with Thompson sampling: the floors of Algorithm 1, then the argmax of one posterior draw.
 
@@ -536,6 +548,9 @@ def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
                   within_rule=_within_argmax, init_stats=posterior.init, update_stats=posterior.update)
 
 
+@declare("policy", example=[{}, {"horizon": 1000}], delta=real(0.0, 1.0, low_open=True, high_open=True),
+         horizon=integer(1), reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
+         start=choice("upper", "center"))
 def mf(
     merit: Merit,
     *,
@@ -578,6 +593,7 @@ def mf(
     )
 
 
+@declare("policy", example={"posterior": "beta_bernoulli"})
 def mf_ts(merit: Merit, posterior: Posterior) -> Policy:
     """MF with Thompson sampling: FairX-TS (:func:`bayesfair.fairx_ts`) over all arms, renamed MF-TS."""
     merit = _check_merit(merit)

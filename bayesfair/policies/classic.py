@@ -19,19 +19,20 @@ from bayesfair._validate import finite_float, float_in
 from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
 from bayesfair.posteriors.base import Outcome, Posterior
+from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, declare, real
 from bayesfair.types import Observation, Spec
 
 __all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
 
 
-def _count_policy(select, name: str, config: dict, requires: dict | None = None) -> Policy:
+def _count_policy(select, name: str, requires: dict | None = None) -> Policy:
     def init(key: jax.Array, spec: Spec) -> CountState:
         return init_counts(spec.n_arms)
 
     def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
         return update_counts(state, action, reward)
 
-    return Policy(init, select, update, name, config, requires)
+    return Policy(init, select, update, name, requires=requires)
 
 
 def _argmax_policy(key: jax.Array, index: jax.Array):
@@ -39,6 +40,7 @@ def _argmax_policy(key: jax.Array, index: jax.Array):
     return _random.categorical(key, probs), probs
 
 
+@declare("policy", example=[{}, {"w0": 0.3}], w0=POSITIVE)
 def ucb1(*, w0: float | None = None) -> Policy:
     """UCB1 (Auer et al., 2002): argmax of mu_hat + sqrt(2 ln t / N); arms never pulled first.
 
@@ -59,9 +61,11 @@ def ucb1(*, w0: float | None = None) -> Policy:
         return action, probs, {"index": index}
 
     # sqrt(2 ln t / N) is Hoeffding's width for rewards in [0, 1] (Auer et al., 2002)
-    return _count_policy(select, "UCB", {"algorithm": "ucb1", "w0": w0}, bounded_requires(0.0, 1.0, "UCB1"))
+    return _count_policy(select, "UCB", bounded_requires(0.0, 1.0, "UCB1"))
 
 
+@declare("policy",
+         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS])
 def thompson(posterior: Posterior) -> Policy:
     """Thompson sampling: play the argmax of one posterior draw."""
     if not isinstance(posterior, Posterior):
@@ -79,11 +83,10 @@ def thompson(posterior: Posterior) -> Policy:
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
         return posterior.update(state, Outcome(reward, arm=action))
 
-    return Policy(init, select, update, "TS",
-                  {"algorithm": "thompson", "posterior": posterior.name, **posterior.params},
-                  posterior_requires(posterior, "TS"))
+    return Policy(init, select, update, "TS", requires=posterior_requires(posterior, "TS"))
 
 
+@declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
 def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
     """Epsilon-greedy: pi_t = epsilon / K + (1 - epsilon) * uniform over argmax mu_hat."""
     eps = float_in("epsilon", epsilon, 0.0, 1.0)
@@ -94,10 +97,10 @@ def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> P
         probs = eps / mu_hat.shape[0] + (1.0 - eps) * _random.argmax_set(mu_hat)
         return _random.categorical(key, probs), probs, {"mu": mu_hat}
 
-    return _count_policy(select, "EG", {"algorithm": "epsilon_greedy", "epsilon": eps,
-                                        "initial_estimate": init_est})
+    return _count_policy(select, "EG")
 
 
+@declare("policy", aliases={"uniform_random": "Uniform Random"})
 def uniform() -> Policy:
     """Uniform random choice: pi_t(a) = 1 / K."""
 
@@ -105,4 +108,4 @@ def uniform() -> Policy:
         probs = jnp.full(state.n.shape, 1.0 / state.n.shape[0])
         return _random.categorical(key, probs), probs, {}
 
-    return _count_policy(select, "Uniform", {"algorithm": "uniform"})
+    return _count_policy(select, "Uniform")

@@ -30,11 +30,14 @@ from bayesfair.policies.base import (
     update_counts,
 )
 from bayesfair.posteriors.base import Outcome, Posterior
+from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, integer, pair, real
 from bayesfair.types import Observation, Spec
 
 __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState"]
 
 
+@declare("policy",
+         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS])
 def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     """FairX-TS, Algorithm 2: sample mu_t ~ V_t (line 3), pi_t = f(mu_t)/sum f(mu_t) (line 4),
     a_t ~ pi_t (line 5), posterior update (line 7). Works with any :class:`Posterior`.
@@ -55,9 +58,7 @@ def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
         return posterior.update(state, Outcome(reward, arm=action))
 
-    return Policy(init, select, update, "FairX-TS",
-                  {"algorithm": "fairx_ts", "posterior": posterior.name, **posterior.params,
-                   "merit": merit.describe()}, posterior_requires(posterior, "FairX-TS"))
+    return Policy(init, select, update, "FairX-TS", requires=posterior_requires(posterior, "FairX-TS"))
 
 
 def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
@@ -103,6 +104,10 @@ class UCBState(NamedTuple):
     w0: jax.Array
 
 
+@declare("policy", example=[{}, {"w0": 0.5, "start": "center"}, {"merit": {"name": "identity"}, "w0": 1.0}],
+         w0=POSITIVE, horizon=integer(1, inherit="horizon"), delta=real(0.0, 1.0, low_open=True, high_open=True),
+         reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
+         start=choice("upper", "center"))
 def fairx_ucb(
     merit: Merit,
     *,
@@ -181,12 +186,10 @@ def fairx_ucb(
     def update(state: UCBState, obs: Observation, action: jax.Array, reward: jax.Array) -> UCBState:
         return UCBState(update_counts(state.counts, action, reward), state.w0)
 
-    cfg = {"algorithm": "fairx_ucb", "w0": w0, "horizon": horizon, "delta": delta,
-           "reward_range": [lo, hi], "learning_rate": lr, "steps": steps, "start": start,
-           "merit": merit.describe()}
-    return Policy(init, select, update, "FairX-UCB", cfg, bounded_requires(lo, hi, "FairX-UCB"))
+    return Policy(init, select, update, "FairX-UCB", requires=bounded_requires(lo, hi, "FairX-UCB"))
 
 
+@declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
 def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
     """FairX-EG (Section 5.1): pi_t = epsilon / K + (1 - epsilon) f(mu_hat) / sum f(mu_hat).
 
@@ -208,6 +211,4 @@ def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0
     def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
         return update_counts(state, action, reward)
 
-    return Policy(init, select, update, "FairX-EG",
-                  {"algorithm": "fairx_eg", "epsilon": eps, "initial_estimate": init_est,
-                   "merit": merit.describe()})
+    return Policy(init, select, update, "FairX-EG")

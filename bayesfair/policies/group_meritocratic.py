@@ -69,12 +69,13 @@ import numpy as np
 from jax import lax
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, float_in, positive_int
+from bayesfair._validate import finite_float, positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
+from bayesfair.registry import POSITIVE, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -175,7 +176,7 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool)
     name = "Fair-Greedy (multi-group)" if multigroup else "Fair-Greedy"
     horizon = positive_int("horizon", horizon)
     lam, ridge = _lam(lam)
-    rho = float_in("rho", rho, 0.0, 1.0, low_open=True)
+    rho = float(rho)  # in (0, 1]: checked by the constructors' declarations
     blk = default_block(horizon) if block is None else positive_int("block", block)
     blk = min(blk, horizon)
     n_blocks = -(-horizon // blk)
@@ -284,6 +285,8 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool)
     return Policy(init, select, update, name, cfg)
 
 
+@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
+         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1))
 def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int | None = None) -> Policy:
     """Fair-Greedy, Algorithm 1: one candidate per arm, arm a is group a.
 
@@ -314,6 +317,8 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
     return _fair_greedy(horizon, lam, rho, block, multigroup=False)
 
 
+@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
+         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1))
 def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
                            block: int | None = None) -> Policy:
     """Fair-Greedy with K candidates of random groups per round (Section 7, Appendix E).
@@ -335,6 +340,8 @@ def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
     return _fair_greedy(horizon, lam, rho, block, multigroup=True)
 
 
+@declare("policy", example_env={"name": "gmf_synthetic"}, lam=POSITIVE, noise_sd=POSITIVE,
+         theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
 def oful(*, lam: float = 0.1, noise_sd: float = 1.0, theta_bound: float = 1.0, delta: float = 0.05) -> Policy:
     """OFUL (Abbasi-Yadkori et al. 2011), the optimistic baseline of Sections 6-7.
 
@@ -357,6 +364,7 @@ def oful(*, lam: float = 0.1, noise_sd: float = 1.0, theta_bound: float = 1.0, d
     return pol._replace(name="OFUL", config={**pol.config, "algorithm": "oful"})
 
 
+@declare("policy", example_env={"name": "gmf_synthetic"}, lam=POSITIVE)
 def greedy(*, lam: float = 0.1) -> Policy:
     """Greedy (Section 7): argmax_a <theta^_t, X_t,a> with the ridge estimate of all past rounds.
 
@@ -379,10 +387,14 @@ def greedy(*, lam: float = 0.1) -> Policy:
         x = _contexts_d(obs, state.eta.shape[0], name)
         return ridge.update(state, Outcome(reward, x=x[action]))
 
-    return Policy(init, select, update, name, {"algorithm": "greedy", "lam": lam})
+    return Policy(init, select, update, name)
 
 
 def uniform_random() -> Policy:
-    """Uniform Random (Sections 6-7): pi_t(a) = 1 / K (:func:`bayesfair.policies.uniform`)."""
+    """Uniform Random (Sections 6-7): :func:`bayesfair.policies.uniform` under the paper's name.
+
+    An alias, not a second constructor: configs name it ``uniform_random`` (the registry's alias of
+    ``uniform``, which gives the built policy this display name) or ``uniform``.
+    """
     pol = uniform()
     return pol._replace(name="Uniform Random")

@@ -31,13 +31,14 @@ import numpy as np
 from jax import lax
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, float_in
+from bayesfair._validate import float_in, positive_float
 from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
 from bayesfair.policies.fairx import check_ascent, run_ascent
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
+from bayesfair.registry import POSITIVE, choice, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -76,13 +77,6 @@ def _contexts(obs: Observation, d: int, policy: str) -> jax.Array:
     return c
 
 
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
-
-
 def _check_linear_posterior(posterior: Any) -> LinearPosterior:
     if not isinstance(posterior, LinearPosterior):
         raise TypeError(f"posterior must be a bayesfair LinearPosterior (e.g. linear_known_variance()), "
@@ -98,6 +92,11 @@ def _argmax_choice(key: jax.Array, index: jax.Array) -> tuple[jax.Array, jax.Arr
 # --------------------------------------------------------------------------- Thompson sampling
 
 
+@declare("policy",
+         example=[{"posterior": "linear_known_variance"},
+                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 2.0}},
+                  {"posterior": {"name": "linear_known_variance", "cholesky": "rank_one"}}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
 def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
     """FairX-LinTS, Algorithm 4.
 
@@ -133,11 +132,13 @@ def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
         x = _contexts(obs, state.eta.shape[0], name)
         return posterior.update(state, Outcome(reward, x=x[action]))
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "fairx_lints", "posterior": posterior.name, **posterior.params,
-                   "merit": merit.describe()}, posterior_requires(posterior, "FairX-LinTS"))
+    return Policy(init, select, update, name, requires=posterior_requires(posterior, "FairX-LinTS"))
 
 
+@declare("policy",
+         example=[{"posterior": "linear_known_variance"},
+                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 0.5}}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
 def lints(posterior: LinearPosterior) -> Policy:
     """Linear Thompson sampling: play argmax_a theta_t . x_t,a for one posterior draw theta_t.
 
@@ -161,9 +162,7 @@ def lints(posterior: LinearPosterior) -> Policy:
         x = _contexts(obs, state.eta.shape[0], name)
         return posterior.update(state, Outcome(reward, x=x[action]))
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "lints", "posterior": posterior.name, **posterior.params},
-                  posterior_requires(posterior, "LinTS"))
+    return Policy(init, select, update, name, requires=posterior_requires(posterior, "LinTS"))
 
 
 # --------------------------------------------------------------------------- confidence ellipsoid
@@ -189,11 +188,11 @@ def _radius_fn(beta: Any, lam: float, delta: Any, noise_sd: Any, theta_bound: An
                ) -> tuple[Callable[[jax.Array, int], jax.Array], dict]:
     """beta_t as a function of (log det V_t, d): fixed, or Abbasi-Yadkori's with validated constants."""
     if beta is not None:
-        b = _positive("beta", beta)
+        b = positive_float("beta", beta)
         return (lambda logdet, d: jnp.asarray(b, jnp.float32)), {"beta": b}
     delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    noise_sd = _positive("noise_sd", noise_sd)
-    theta_bound = _positive("theta_bound", theta_bound)
+    noise_sd = positive_float("noise_sd", noise_sd)
+    theta_bound = positive_float("theta_bound", theta_bound)
 
     def radius(logdet: jax.Array, d: int) -> jax.Array:
         return abbasi_yadkori_beta(logdet, d, lam, noise_sd, theta_bound, delta)
@@ -278,7 +277,7 @@ def project_ellipsoid(point: jax.Array, center: jax.Array, V: jax.Array, radius:
 
 
 def _ridge(lam: Any) -> tuple[float, LinearPosterior]:
-    lam = _positive("lam", lam)
+    lam = positive_float("lam", lam)
     return lam, linear_known_variance(0.0, 1.0 / lam, 1.0)
 
 
@@ -286,6 +285,11 @@ def _logdet_chol(chol: jax.Array) -> jax.Array:
     return 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
 
 
+@declare("policy",
+         example=[{}, {"beta": 0.5, "start": "linearized"}, {"merit": {"name": "identity"}, "lam": 2.0, "beta": 1.0}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
+         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE,
+         learning_rate=POSITIVE, steps=integer(0, 1000, cap=True), start=choice("center", "linearized"))
 def fairx_linucb(
     merit: Merit,
     *,
@@ -384,6 +388,9 @@ def fairx_linucb(
     return Policy(init, select, update, name, cfg)
 
 
+@declare("policy", example=[{}, {"beta": 0.3, "lam": 0.5}],
+         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
+         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE)
 def linucb(
     *,
     lam: float = 1.0,
@@ -421,6 +428,8 @@ def linucb(
     return Policy(init, select, update, name, {"algorithm": "linucb", "lam": lam, **radius_cfg})
 
 
+@declare("policy", example={"epsilon": 0.1}, example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3},
+         epsilon=real(0.0, 1.0), lam=POSITIVE)
 def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Policy:
     """FairX-LinEG (Section 5.1): pi_t(a) = epsilon / K + (1 - epsilon) f(theta_hat . x_t,a) /
     sum_a' f(theta_hat . x_t,a').
@@ -448,6 +457,5 @@ def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Pol
         x = _contexts(obs, state.eta.shape[0], name)
         return ridge.update(state, Outcome(reward, x=x[action]))
 
-    return Policy(init, select, update, name,
-                  {"algorithm": "fairx_lineg", "epsilon": eps, "lam": lam, "merit": merit.describe()})
+    return Policy(init, select, update, name)
 

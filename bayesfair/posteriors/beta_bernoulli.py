@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from bayesfair import _random
 from bayesfair._validate import finite_float
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["BetaState", "beta_bernoulli"]
 
@@ -23,6 +24,7 @@ class BetaState(NamedTuple):
     beta: jax.Array
 
 
+@declare("posterior", a0=POSITIVE, b0=POSITIVE, example=[{}, {"a0": 0.5, "b0": 0.5}])
 def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
     """Conjugate Beta-Bernoulli family.
 

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from bayesfair._validate import finite_float
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["NormalState", "normal_known_variance"]
 
@@ -23,6 +24,8 @@ class NormalState(NamedTuple):
     precision_mean: jax.Array
 
 
+@declare("posterior", prior_mean={"kind": "float_or_floats"}, prior_var=POSITIVE, noise_var=POSITIVE,
+         example=[{}, {"prior_mean": 0.5, "prior_var": 1.0, "noise_var": 0.25}])
 def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise_var: float = 1.0) -> Posterior:
     """Conjugate Normal family with known noise variance.
 

@@ -73,7 +73,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float
+from bayesfair._validate import finite_array, positive_float
 from bayesfair.posteriors._group_bias_algebra import (
     CollapsedState,
     GroupBiasDraw,
@@ -182,13 +182,6 @@ class GroupBiasPosterior(NamedTuple):
         "beta_bar": ("feature",), "beta": ("arm", "feature"), "psi": ("group", "feature")}
 
 
-def _positive(name: str, value: Any) -> float:
-    v = finite_float(name, value)
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
-
-
 def _prior_mean(value: Any, d: int) -> np.ndarray:
     arr = finite_array("prior_mean", value)
     if arr.ndim == 0:
@@ -255,10 +248,10 @@ def group_bias_posterior(
         D = (n + m) d <= 160, else collapsed.
     """
     layout = group_bias_layout(group_of_arm, n_features, reference=reference)
-    tau = _positive("tau", tau)
-    s = _positive("s", s)
-    sigma = _positive("sigma", sigma)
-    v0 = _positive("prior_sd", prior_sd) ** 2
+    tau = positive_float("tau", tau)
+    s = positive_float("s", s)
+    sigma = positive_float("sigma", sigma)
+    v0 = positive_float("prior_sd", prior_sd) ** 2
     m0 = _prior_mean(prior_mean, layout.n_features)
     if method not in ("auto", "joint", "collapsed"):
         raise ValueError(f"method must be 'auto', 'joint' or 'collapsed', got {method!r}")

@@ -69,6 +69,7 @@ from jax.scipy.linalg import solve_triangular
 from bayesfair import _random
 from bayesfair._validate import finite_array, finite_float
 from bayesfair.posteriors.base import Outcome, fit_outcomes, init_size
+from bayesfair.registry import POSITIVE, choice, declare
 
 __all__ = [
     "LinearPosterior",
@@ -276,6 +277,8 @@ def _draw(mode: str, mean: Callable[[Any], jax.Array], state, z: jax.Array) -> j
     return mean(state) + _solve_upper(state.chol, z)
 
 
+@declare("posterior", prior_mean={"kind": "float_or_floats"}, prior_var=POSITIVE, noise_var=POSITIVE,
+         cholesky=choice("refresh", "rank_one"))
 def linear_known_variance(
     prior_mean: Any = 0.0,
     prior_var: float = 1.0,
@@ -352,6 +355,8 @@ def linear_known_variance(
     )
 
 
+@declare("posterior", m0={"kind": "float_or_floats"}, kappa0=POSITIVE, a0=POSITIVE, b0=POSITIVE,
+         cholesky=choice("refresh", "rank_one"))
 def linear_normal_inverse_gamma(
     m0: Any = 0.0,
     kappa0: float = 1.0,

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from bayesfair import _random
 from bayesfair._validate import finite_float
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["NIGState", "normal_inverse_gamma"]
 
@@ -30,6 +31,9 @@ class NIGState(NamedTuple):
     b: jax.Array
 
 
+@declare("posterior", m0={"kind": "float_or_floats"}, kappa0=POSITIVE, a0=POSITIVE, b0=POSITIVE,
+         example=[{}, {"m0": 0.5, "kappa0": 1.0, "a0": 2.0, "b0": 0.5},
+                  {"m0": 0.5, "kappa0": 1.0, "a0": 0.5, "b0": 0.5}])
 def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, b0: float = 1.0) -> Posterior:
     """Conjugate Normal-Inverse-Gamma family; TS draws sigma^2 then mu exactly."""
     m0 = finite_float("m0", m0)
