@@ -107,7 +107,7 @@ def test_missing_required_values():
     err = _error(_with("policies.FX", {"name": "fairx_ts"}))
     assert err.path == "policies.FX.posterior" and "required" in str(err)
     err = _error(_with("policies.B", {"name": "bf_ucb"}))  # no groups_beta and no study group_floors
-    assert err.path == "policies.B.groups_beta" and "group_floors" in str(err)
+    assert err.path == "policies.B.groups_beta" and "study's floors" in str(err)
 
 
 def test_constructor_and_fit_checks_run_on_load():
