@@ -9,6 +9,7 @@ import numpy as np
 
 __all__ = [
     "MAX_HORIZON",
+    "MAX_RUNS",
     "positive_int",
     "finite_float",
     "positive_float",
@@ -18,6 +19,9 @@ __all__ = [
 
 
 MAX_HORIZON = 2**31 - 1 - 2**20  # rounds are int32 inside the simulator's scan (with room for a chunk)
+#: Runs are simulated together (vmapped, their states and metrics in memory at once): a bound well
+#: above any regret study (the papers use 20-2,000 runs) that keeps per-run arrays addressable.
+MAX_RUNS = 10_000_000
 
 
 def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair._validate import MAX_HORIZON, positive_int
+from bayesfair._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.compat import check_policy_fits
 from bayesfair.environments.base import Environment
 from bayesfair.merit import Merit, resolve_merit
@@ -93,6 +93,8 @@ def checkpoint_grid(horizon: int, n: int = 100) -> np.ndarray:
     """About ``n`` checkpoint rounds in [1, T]: half log-spaced, half evenly spaced, T included."""
     horizon = positive_int("horizon", horizon)
     n = positive_int("n", n)
+    if n - n // 2 >= horizon:  # the evenly spaced half alone hits every round: the grid is 1..T
+        return np.arange(1, horizon + 1, dtype=np.int64)
     logs = np.geomspace(1, horizon, max(n // 2, 1))
     lins = np.linspace(horizon / max(n - n // 2, 1), horizon, max(n - n // 2, 1))
     grid = np.unique(np.clip(np.round(np.concatenate([logs, lins])).astype(np.int64), 1, horizon))
@@ -345,7 +347,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
     return SimulationOutput(values, specs, time.perf_counter() - t_start), carry
 
 
-def wait_interruptibly(tree: Any, poll: float = 0.002, max_poll: float = 0.05) -> None:
+def wait_interruptibly(tree: Any, poll: float = 0.002, max_poll: float = 0.005) -> None:
     """Block until every array of ``tree`` is computed, letting signal handlers run meanwhile.
 
     JAX dispatches a jitted chunk asynchronously; waiting on its result inside
@@ -488,6 +490,9 @@ def simulate(
     if horizon > MAX_HORIZON:
         raise ValueError(f"horizon must be <= {MAX_HORIZON:,} (round indices are 32-bit integers), got {horizon:,}")
     runs = positive_int("runs", runs)
+    if runs > MAX_RUNS:
+        raise ValueError(f"runs must be <= {MAX_RUNS:,} (runs are simulated together, in memory at once), "
+                         f"got {runs:,}")
     chunk_size = positive_int("chunk_size", chunk_size)
     merit = None if merit is None else resolve_merit(merit)
     grid = _validate_checkpoints(checkpoints, horizon)

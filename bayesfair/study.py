@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bayesfair import registry
-from bayesfair._validate import MAX_HORIZON
+from bayesfair._validate import MAX_HORIZON, MAX_RUNS
 from bayesfair.io import canonical_json
 from bayesfair.registry import ConfigError, Param, check_value
 
@@ -35,7 +35,7 @@ TOP_LEVEL: dict[str, Param] = {
     "name": Param("name", "str", default=None),
     "description": Param("description", "str", default=None),
     "seed": Param("seed", "int", default=0, low=0),
-    "runs": Param("runs", "int", low=1),
+    "runs": Param("runs", "int", low=1, high=MAX_RUNS),
     "horizon": Param("horizon", "int", low=1, high=MAX_HORIZON),
     "checkpoints": Param("checkpoints", "any", default=100),
     "chunk_size": Param("chunk_size", "int", default=1024, low=1),
