@@ -36,18 +36,18 @@ import argparse
 import importlib.util
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bayesfair._signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupts
 from bayesfair.report import print_tables, sweep_table, write_figures, write_report
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
            "demo_config", "sweep_table", "write_figures", "write_report"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2  # EXIT_INTERRUPTED 130, EXIT_TERMINATED 143: _signals
 
 _EPILOG = ("exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, config, files, output "
            "folder), 130 interrupted by Ctrl-C, 143 by SIGTERM (the study's state is saved; continue with "
@@ -58,34 +58,24 @@ class UsageError(Exception):
     """A command-line problem found after parsing (exit code 2)."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _number(kind: type, minimum: float, what: str, strict: bool = False):
+    """An argparse ``type``: ``kind(text)`` at least ``minimum`` (above it when ``strict``)."""
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (v > minimum if strict else v >= minimum):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
-    return v
+_positive_int = _number(int, 1, "a positive integer")
+_nonneg_int = _number(int, 0, "a non-negative integer")
+_positive_float = _number(float, 0.0, "a positive number", strict=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -485,104 +475,6 @@ def run_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------------------------------------
-
-
-class _Interrupts:
-    """SIGINT/SIGTERM handling of the CLI.
-
-    The first signal raises KeyboardInterrupt in the main thread (the simulator waits on its
-    chunks interruptibly, so within ~0.05 s, or once a running compilation returns); the study
-    then saves its last chunk boundary and the command exits 130 (SIGINT) or 143 (SIGTERM). A
-    second signal ends the process at once, whatever it is doing: the handlers are reset to the
-    defaults, and a watcher thread that sees every signal through ``signal.set_wakeup_fd`` (even
-    while the main thread is inside a compilation, where Python handlers cannot run) calls
-    ``os._exit``. An atomic save cut short leaves the previous resume file intact.
-    """
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.previous: dict[int, Any] = {}
-        self.pipe: tuple[int, int] | None = None
-        self.old_wakeup = -1
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                current = signal.getsignal(sig)
-                if current is signal.SIG_IGN:  # e.g. SIGINT of a background job: leave it ignored
-                    continue
-                self.previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                return
-        if not self.previous:
-            return
-        import threading
-
-        r, w = os.pipe()
-        os.set_blocking(w, False)
-        try:
-            self.old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-        except ValueError:
-            os.close(r)
-            os.close(w)
-            return
-        self.pipe = (r, w)
-        threading.Thread(target=self._watch, args=(r,), name="bayesfair-signals", daemon=True).start()
-
-    def _watch(self, fd: int) -> None:
-        seen = 0
-        while True:
-            try:
-                data = os.read(fd, 64)
-            except OSError:
-                return
-            if not data:
-                return
-            for byte in data:
-                if byte in (signal.SIGINT, signal.SIGTERM):
-                    seen += 1
-                    if seen >= 2:
-                        sys.stderr.write("\nbayesfair: second signal: exiting now (the last saved state is kept)\n")
-                        sys.stderr.flush()
-                        os._exit(EXIT_TERMINATED if byte == signal.SIGTERM else EXIT_INTERRUPTED)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        for sig in self.previous:
-            signal.signal(sig, signal.SIG_DFL)
-        name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
-        sys.stderr.write(f"\nbayesfair: {name}: stopping and saving the last chunk boundary "
-                         "(signal again to exit at once)\n")
-        sys.stderr.flush()
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        if self.signum is not None:  # interrupted: keep the default handlers, a second signal ends the process
-            self.previous.clear()
-        for sig, handler in self.previous.items():
-            try:
-                signal.signal(sig, handler)
-            except (ValueError, TypeError):
-                pass
-        self.previous.clear()
-        if self.pipe is not None:
-            try:
-                signal.set_wakeup_fd(self.old_wakeup)
-            except ValueError:
-                pass
-            for fd in (self.pipe[1], self.pipe[0]):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self.pipe = None
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_TERMINATED if self.signum == signal.SIGTERM else EXIT_INTERRUPTED
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (argparse usage errors raise SystemExit(2))."""
     parser = _parser()
@@ -606,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     from bayesfair.registry import ConfigError
     from bayesfair.simulate import SimulationError
 
-    interrupts = _Interrupts()
+    interrupts = Interrupts()
     interrupts.install()
     try:
         return handlers[args.command](args)
