@@ -455,18 +455,25 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"registry": rows, "datasets": datasets}, indent=1))
         return EXIT_OK
+    import shutil
+    import textwrap
+
+    width = max(60, min(shutil.get_terminal_size((110, 24)).columns, 140))
     for plural, kind in kinds.items():
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
             continue
         print(f"{plural}:")
+        col = max(len(r["name"]) for r in sel) + 4
         for r in sel:
-            if r["available"]:
-                print(f"  {r['name']:<22} {r['doc'][:90]}")
-                if r["params"]:
-                    print(f"  {'':<22}   params: {r['params']}")
-            else:
-                print(f"  {r['name']:<22} not available: {r['reason']}")
+            text = r["doc"] if r["available"] else f"not available: {r['reason']}"
+            lines = textwrap.wrap(text, width - col) or [""]  # whole words, nothing cut
+            if r["available"] and r["params"]:
+                lines += textwrap.wrap(f"params: {r['params']}", width - col, initial_indent="  ",
+                                       subsequent_indent="    ")
+            print(f"  {r['name']:<{col - 2}}{lines[0]}")
+            for line in lines[1:]:
+                print(f"{'':<{col}}{line}")
         print()
     if datasets:
         print("datasets (bayesfair.datasets; files under $BAYESFAIR_DATA or the cache):")

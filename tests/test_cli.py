@@ -226,3 +226,15 @@ def test_sweep_on_dask_then_plot_and_report_end_to_end(tmp_path, capsys):
     sweep_section = md.split("## Final cumulative regret per sweep point")[1].split("\n## ")[0]
     assert "policies.EG.epsilon" in sweep_section and sweep_section.count("| EG |") == 2  # one row per point
     assert "data:image/png;base64," in (out / "tsw.report.html").read_text()
+
+
+def test_list_shows_every_description_whole(capsys):
+    """`bayesfair list` wraps descriptions at word boundaries instead of cutting them."""
+    from bayesfair import registry
+
+    assert cli.main(["list"]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    rows = [r for r in registry.table() if r["available"]]
+    assert rows
+    for r in rows:
+        assert " ".join(r["doc"].split()) in flat, r["name"]
