@@ -86,9 +86,7 @@ def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> M
     The floor keeps the merit positive for posterior draws outside the reward support (e.g.
     Gaussian TS draws below 0), as Condition 3.1.2 requires. L = 1, gamma = max(floor, low).
     """
-    floor = finite_float("floor", floor)
-    if floor <= 0:
-        raise ValueError(f"floor must be > 0 (the minimum-merit condition), got {floor}")
+    floor = float(floor)  # > 0 (the minimum-merit condition): declared
     lo, hi = _domain(domain)
     return Merit(
         # No log_fn: max(mu, floor) is positive and cannot overflow, so pi* = f / sum f is already
@@ -108,9 +106,7 @@ def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
 
     On ``domain = [low, high]``: gamma = exp(c low), L = c exp(c high); c varies L / gamma.
     """
-    c = finite_float("c", c)
-    if c <= 0:
-        raise ValueError(f"c must be > 0 (the merit must increase with the mean), got {c}")
+    c = float(c)  # > 0 (the merit must increase with the mean): declared
     lo, hi = _domain(domain)
     if c * hi + math.log(c) > _LOG_FLOAT_MAX:  # L = c exp(c high) must be a finite float
         raise ValueError(f"c and domain[1] too large: the Lipschitz constant c exp(c high) overflows a float "

@@ -179,7 +179,7 @@ def biased_linear_bandit(
     """
     labels, m, ref = check_bias_groups(group_of_arm, reference=reference, min_arms=2)
     n = labels.size
-    d = positive_int("n_features", n_features)
+    d = int(n_features)  # >= 1: declared
     beta_fixed, beta_bounds = _coefficients(beta, (n, d), "beta")
     if isinstance(psi, UniformDraw):
         psi_fixed, psi_bounds = None, psi.bounds(d, "psi")
@@ -197,9 +197,7 @@ def biased_linear_bandit(
         if np.any(arr[ref] != 0):
             raise ValueError(f"psi[{ref}] (the reference group's bias) must be zero, got {arr[ref]}")
         psi_fixed, psi_bounds = arr, None
-    noise_sd = finite_float("noise_sd", noise_sd)
-    if noise_sd < 0:
-        raise ValueError(f"noise_sd must be >= 0, got {noise_sd}")
+    noise_sd = float(noise_sd)  # > 0: declared
     c_lo = finite_float("context_low", context_low)
     c_hi = finite_float("context_high", context_high)
     if not c_lo < c_hi:
@@ -267,16 +265,10 @@ def synthetic_biased(
     group, see the module docstring). Contexts U[0, 1]^d, noise N(0, ``noise_sd``^2).
     The horizon (T = 1000 in the paper) is chosen when simulating.
     """
-    n = positive_int("n_arms", n_arms, minimum=4)
-    k = positive_int("n_sensitive", n_sensitive, minimum=2)
+    n, k = int(n_arms), int(n_sensitive)  # n_arms >= 4, n_sensitive >= 2, bias_mean >= 0, coef_high > 0: declared
     if n - k < 2:
         raise ValueError(f"n_sensitive must leave at least 2 reference arms: n_arms={n}, n_sensitive={k}")
-    mu = finite_float("bias_mean", bias_mean)
-    if mu < 0:
-        raise ValueError(f"bias_mean (the mean size of the bias against the sensitive group) must be >= 0, got {mu}")
-    c = finite_float("coef_high", coef_high)
-    if c <= 0:
-        raise ValueError(f"coef_high must be > 0, got {c}")
+    mu, c = float(bias_mean), float(coef_high)
     labels = np.r_[np.zeros(n - k, np.int32), np.ones(k, np.int32)]
     env = biased_linear_bandit(labels, n_features, beta=UniformDraw(0.0, c), psi=UniformDraw(-2.0 * mu, 0.0),
                                noise_sd=noise_sd, reference=0, group_names=("rest", "sensitive"),

@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_float, positive_int
+from bayesfair._validate import finite_array, finite_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, strs
@@ -401,10 +401,10 @@ def gmf_synthetic(
         ``arm_means`` is E[mu* . X_a] per arm.
     """
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
-    sd = positive_float("noise_sd", noise_sd)
+    sd = float(noise_sd)  # > 0: declared
     g = design.group_weights.shape[0]
     names = _group_names(group_names, g)
-    return _block_env(design, g, None, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
+    return _block_env(design, g, None, sd, names, int(cdf_seed),
                       "gmf_synthetic", "Section 6: one candidate per group")
 
 
@@ -448,13 +448,13 @@ def gmf_multigroup(
         F_{s_t,a}(mu* . x_t,a). The slot labels of ``env.groups`` are placeholders (the simulator
         counts groups from ``Observation.groups``); ``arm_means`` is the population mean reward.
     """
-    k = positive_int("n_candidates", n_candidates)
+    k = int(n_candidates)  # >= 1: declared
     design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
     g = design.group_weights.shape[0]
     p = _proportions(proportions, g)
-    sd = positive_float("noise_sd", noise_sd)
+    sd = float(noise_sd)  # > 0: declared
     names = _group_names(group_names, g)
-    return _block_env(design, k, p, sd, names, positive_int("cdf_seed", cdf_seed, minimum=0),
+    return _block_env(design, k, p, sd, names, int(cdf_seed),
                       "gmf_multigroup", "Section 7: K candidates with i.i.d. groups")
 
 
@@ -520,7 +520,7 @@ def gmf_population(
         raise ValueError(f"group {int(never[0])} has no member in the population, so it is never offered; "
                          f"relabel the groups 0..G-1 without gaps")
     k = positive_int("n_candidates", n_candidates)
-    sd = positive_float("noise_sd", noise_sd)
+    sd = float(noise_sd)  # > 0: declared
     names = _group_names(group_names, n_groups)
     rank = np.empty(n)
     for g in range(n_groups):

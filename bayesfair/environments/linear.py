@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, positive_float, positive_int
+from bayesfair._validate import finite_array
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
@@ -133,14 +133,13 @@ def linear_bandit(
         For a bad size, a theta or context pool whose dimension differs from ``n_features``,
         non-finite values, a non-positive scale, an unknown option, or an unverifiable range.
     """
-    k = positive_int("n_arms", n_arms)
-    d = positive_int("n_features", n_features)
+    k, d = int(n_arms), int(n_features)  # sizes, scales and sigma: ranges checked by the declaration
     grp = _groups(groups, k)
     if noise not in ("gaussian", "bernoulli"):
         raise ValueError(f"noise must be 'gaussian' or 'bernoulli', got {noise!r}")
     if noise == "bernoulli" and sigma is not None:
         raise ValueError("sigma only applies to noise='gaussian' (Bernoulli rewards have no noise scale)")
-    sig = positive_float("sigma", 1.0 if sigma is None else sigma)
+    sig = 1.0 if sigma is None else float(sigma)
 
     # --- theta
     theta_fixed: np.ndarray | None = None
@@ -148,7 +147,7 @@ def linear_bandit(
         theta_fixed = finite_array("theta", theta, ndim=1)
         if theta_fixed.shape[0] != d:
             raise ValueError(f"theta has length {theta_fixed.shape[0]} but n_features is {d}")
-    tscale = positive_float("theta_scale", theta_scale)
+    tscale = float(theta_scale)
 
     # --- contexts
     pool: np.ndarray | None = None
@@ -166,7 +165,7 @@ def linear_bandit(
             else:
                 raise ValueError(f"context_mean must have shape [n_features]=({d},) or [n_arms, n_features]="
                                  f"({k}, {d}), got {cm.shape}")
-        cscale = positive_float("context_scale", 1.0 if context_scale is None else context_scale)
+        cscale = 1.0 if context_scale is None else float(context_scale)
     else:
         if context_mean is not None or context_scale is not None:
             raise ValueError("context_mean and context_scale apply to 'sphere'/'gaussian' contexts, not to a pool")

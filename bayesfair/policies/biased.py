@@ -46,7 +46,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import ndtri
 
 from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, float_in, positive_float, positive_int
+from bayesfair._validate import finite_array
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.base import Outcome
@@ -86,12 +86,8 @@ class IntervalState(NamedTuple):
 
 
 def _common(delta: Any, sigma: Any, ridge: Any, horizon: Any) -> tuple[float, float, float, int | None]:
-    delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    sigma = positive_float("sigma", sigma)
-    ridge = positive_float("ridge", ridge)
-    if horizon is not None:
-        horizon = positive_int("horizon", horizon)
-    return delta, sigma, ridge, horizon
+    """As floats/int; the ranges are checked by the callers' declarations."""
+    return float(delta), float(sigma), float(ridge), None if horizon is None else int(horizon)
 
 
 def _n_features(spec: Spec, name: str) -> int:
@@ -412,7 +408,7 @@ def group_fair_top_interval(
     if isinstance(reference, bool) or not isinstance(reference, (int, np.integer)) or reference < 0:
         raise ValueError(f"reference must be a non-negative group index, got {reference!r}")
     reference = int(reference)
-    rho = None if rho is None else finite_float("rho", rho)
+    rho = None if rho is None else float(rho)
     name = "GroupFairTopInterval"
 
     def select(key, state, x, t):
@@ -501,10 +497,7 @@ def group_fair_ts(
         Conjugate state representation (same posterior; see
         :func:`~bayesfair.posteriors.group_bias.group_bias_posterior`).
     """
-    tau = positive_float("tau", tau)
-    s = positive_float("s", s)
-    sigma = positive_float("sigma", sigma)
-    prior_sd = positive_float("prior_sd", prior_sd)
+    tau, s, sigma, prior_sd = float(tau), float(s), float(sigma), float(prior_sd)  # > 0: declared
     prior_mean_arr = finite_array("prior_mean", prior_mean)
     if isinstance(reference, bool) or not isinstance(reference, (int, np.integer)) or reference < 0:
         raise ValueError(f"reference must be a non-negative group index, got {reference!r}")

@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair import _fixedpoint, _random
-from bayesfair._validate import float_in, positive_int
+from bayesfair._validate import positive_int
 from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, group_merit_weights, resolve_merit
@@ -146,10 +146,6 @@ def _check_merit(merit: Any) -> Merit:
     if not merit.gamma > 0:
         raise ValueError(f"merit.gamma must be > 0 (minimum-merit condition, Assumption 2), got {merit.gamma}")
     return merit
-
-
-def _check_delta(delta: Any) -> float:
-    return float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
 
 
 def _check_posterior(posterior: Any) -> Posterior:
@@ -459,7 +455,7 @@ def bf_ucb(
     """
     beta = _check_floors(groups_beta)
     merit = _check_merit(merit)
-    delta = _check_delta(delta)
+    delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
     lr, steps = check_ascent(learning_rate, steps, start)
     cfg = {"algorithm": "bf_ucb", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi],
@@ -520,7 +516,7 @@ def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, flo
     uniformly at random.
     """
     beta = _check_floors(groups_beta)
-    delta = _check_delta(delta)
+    delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
 
     def estimate(key: jax.Array, state: BilevelState) -> jax.Array:
@@ -577,7 +573,7 @@ def mf(
     ``reward_range``, ``learning_rate``, ``steps`` and ``start`` are as in :func:`bf_ucb`.
     """
     merit = _check_merit(merit)
-    delta = _check_delta(delta)
+    delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
     lr, steps = check_ascent(learning_rate, steps, start)
     if horizon is not None:

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, float_in
+from bayesfair._validate import finite_float
 from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
 from bayesfair.posteriors.base import Outcome, Posterior
@@ -47,10 +47,7 @@ def ucb1(*, w0: float | None = None) -> Policy:
     With ``w0`` given, the index is mu_hat + w0 / sqrt(N), the UCB variant whose width the FairX
     experiments tune (Section 5.1).
     """
-    if w0 is not None:
-        w0 = finite_float("w0", w0)
-        if w0 <= 0:
-            raise ValueError(f"w0 must be > 0, got {w0}")
+    w0 = None if w0 is None else float(w0)  # range checked by the declaration
 
     def select(key: jax.Array, state: CountState, obs: Observation):
         n = jnp.maximum(state.n, 1.0)
@@ -89,7 +86,7 @@ def thompson(posterior: Posterior) -> Policy:
 @declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
 def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
     """Epsilon-greedy: pi_t = epsilon / K + (1 - epsilon) * uniform over argmax mu_hat."""
-    eps = float_in("epsilon", epsilon, 0.0, 1.0)
+    eps = float(epsilon)  # range checked by the declaration
     init_est = finite_float("initial_estimate", initial_estimate)
 
     def select(key: jax.Array, state: CountState, obs: Observation):

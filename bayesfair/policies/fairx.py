@@ -153,12 +153,9 @@ def fairx_ucb(
     if w0 is None:
         if horizon is None:
             raise ValueError("fairx_ucb needs w0, or horizon (and delta) for Theorem 3.2.1's w0")
-        horizon = positive_int("horizon", horizon)
-        delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        horizon, delta = int(horizon), float(delta)  # ranges checked by the declaration
     else:
-        w0 = finite_float("w0", w0)
-        if w0 <= 0:
-            raise ValueError(f"w0 must be > 0, got {w0}")
+        w0 = float(w0)
 
     def objective(mu: jax.Array) -> jax.Array:
         return jnp.sum(fair_policy(merit, mu) * mu)
@@ -196,7 +193,7 @@ def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0
     ``mu_hat`` is the empirical mean; arms never pulled use ``initial_estimate``.
     """
     merit = resolve_merit(merit)
-    eps = float_in("epsilon", epsilon, 0.0, 1.0)
+    eps = float(epsilon)  # range checked by the declaration
     init_est = finite_float("initial_estimate", initial_estimate)
 
     def init(key: jax.Array, spec: Spec) -> CountState:

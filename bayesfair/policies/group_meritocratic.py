@@ -69,7 +69,7 @@ import numpy as np
 from jax import lax
 
 from bayesfair import _random
-from bayesfair._validate import finite_float, positive_int
+from bayesfair._validate import positive_int
 from bayesfair.policies.base import Policy
 from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
@@ -154,9 +154,7 @@ def _contexts_d(obs: Observation, d: int, policy: str) -> jax.Array:
 
 
 def _lam(lam: Any) -> tuple[float, LinearPosterior]:
-    lam = finite_float("lam", lam)
-    if lam <= 0:
-        raise ValueError(f"lam (the ridge regularization lambda) must be > 0, got {lam}")
+    lam = float(lam)  # > 0 checked by the callers' declarations
     return lam, linear_known_variance(0.0, 1.0 / lam, 1.0)
 
 
@@ -174,10 +172,10 @@ def default_block(capacity: int) -> int:
 
 def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool) -> Policy:
     name = "Fair-Greedy (multi-group)" if multigroup else "Fair-Greedy"
-    horizon = positive_int("horizon", horizon)
+    horizon = int(horizon)  # horizon, lam, rho, block: ranges checked by the constructors' declarations
     lam, ridge = _lam(lam)
-    rho = float(rho)  # in (0, 1]: checked by the constructors' declarations
-    blk = default_block(horizon) if block is None else positive_int("block", block)
+    rho = float(rho)
+    blk = default_block(horizon) if block is None else int(block)
     blk = min(blk, horizon)
     n_blocks = -(-horizon // blk)
     capacity = n_blocks * blk

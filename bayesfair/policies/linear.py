@@ -31,7 +31,6 @@ import numpy as np
 from jax import lax
 
 from bayesfair import _random
-from bayesfair._validate import float_in, positive_float
 from bayesfair.compat import posterior_requires
 from bayesfair.merit import Merit, fair_policy, resolve_merit
 from bayesfair.policies.base import Policy
@@ -186,13 +185,12 @@ def abbasi_yadkori_beta(logdet_v: jax.Array, n_features: int, lam: float, noise_
 
 def _radius_fn(beta: Any, lam: float, delta: Any, noise_sd: Any, theta_bound: Any
                ) -> tuple[Callable[[jax.Array, int], jax.Array], dict]:
-    """beta_t as a function of (log det V_t, d): fixed, or Abbasi-Yadkori's with validated constants."""
+    """beta_t as a function of (log det V_t, d): fixed, or Abbasi-Yadkori's (ranges checked by the
+    callers' declarations)."""
     if beta is not None:
-        b = positive_float("beta", beta)
+        b = float(beta)
         return (lambda logdet, d: jnp.asarray(b, jnp.float32)), {"beta": b}
-    delta = float_in("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    noise_sd = positive_float("noise_sd", noise_sd)
-    theta_bound = positive_float("theta_bound", theta_bound)
+    delta, noise_sd, theta_bound = float(delta), float(noise_sd), float(theta_bound)
 
     def radius(logdet: jax.Array, d: int) -> jax.Array:
         return abbasi_yadkori_beta(logdet, d, lam, noise_sd, theta_bound, delta)
@@ -277,7 +275,7 @@ def project_ellipsoid(point: jax.Array, center: jax.Array, V: jax.Array, radius:
 
 
 def _ridge(lam: Any) -> tuple[float, LinearPosterior]:
-    lam = positive_float("lam", lam)
+    lam = float(lam)  # > 0 checked by the callers' declarations
     return lam, linear_known_variance(0.0, 1.0 / lam, 1.0)
 
 
@@ -440,7 +438,7 @@ def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Pol
     parameter.
     """
     merit = resolve_merit(merit)
-    eps = float_in("epsilon", epsilon, 0.0, 1.0)
+    eps = float(epsilon)  # range checked by the declaration
     lam, ridge = _ridge(lam)
     name = "FairX-LinEG"
 

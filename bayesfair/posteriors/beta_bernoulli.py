@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair import _random
-from bayesfair._validate import finite_float
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
 from bayesfair.registry import POSITIVE, declare
 
@@ -38,10 +37,7 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
         both gamma draws of X / (X + Y) underflow to 0 (Beta(0.01, 0.01) did in ~18% of draws,
         giving NaN), the ratio is taken in log space.
     """
-    a0 = finite_float("a0", a0)
-    b0 = finite_float("b0", b0)
-    if a0 <= 0 or b0 <= 0:
-        raise ValueError(f"a0 and b0 must be > 0, got a0={a0}, b0={b0}")
+    a0, b0 = float(a0), float(b0)  # > 0: declared
     if min(a0, b0) < MIN_SHAPE:
         raise ValueError(f"a0 and b0 must be >= {MIN_SHAPE:g} (smaller Beta shapes underflow the float32 sampler), "
                          f"got a0={a0:g}, b0={b0:g}")

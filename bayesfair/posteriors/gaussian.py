@@ -32,12 +32,7 @@ def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise
     Posterior precision = 1/v0 + n/sigma^2; posterior mean = (m0/v0 + sum r / sigma^2) / precision.
     """
     m0 = finite_float("prior_mean", prior_mean)
-    v0 = finite_float("prior_var", prior_var)
-    s2 = finite_float("noise_var", noise_var)
-    if v0 <= 0:
-        raise ValueError(f"prior_var must be > 0, got {v0}")
-    if s2 <= 0:
-        raise ValueError(f"noise_var must be > 0, got {s2}")
+    v0, s2 = float(prior_var), float(noise_var)  # > 0: declared
 
     def init(size) -> NormalState:
         n_arms = init_size(size, "n_arms")

@@ -37,12 +37,7 @@ class NIGState(NamedTuple):
 def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, b0: float = 1.0) -> Posterior:
     """Conjugate Normal-Inverse-Gamma family; TS draws sigma^2 then mu exactly."""
     m0 = finite_float("m0", m0)
-    kappa0 = finite_float("kappa0", kappa0)
-    a0 = finite_float("a0", a0)
-    b0 = finite_float("b0", b0)
-    for name, v in (("kappa0", kappa0), ("a0", a0), ("b0", b0)):
-        if v <= 0:
-            raise ValueError(f"{name} must be > 0, got {v}")
+    kappa0, a0, b0 = float(kappa0), float(a0), float(b0)  # > 0: declared
     allow_small = a0 < 1.0
 
     def init(size) -> NIGState:
