@@ -186,10 +186,11 @@ class Param:
         from bayesfair import _validate as v
 
         n = self.name
-        if isinstance(value, bool) or value is None or not (
-                isinstance(value, (int, float, str)) or (type(value).__module__ == "numpy" and value.ndim == 0)):
-            return value
-        if self.kind in ("float", "float_or_floats", "float_or_str") and not isinstance(value, str):
+        if value is None or isinstance(value, (list, tuple, dict)) or getattr(value, "ndim", 0) != 0:
+            return value  # containers and arrays are the constructor's to check
+        if not isinstance(value, (bool, int, float, str)) and getattr(value, "ndim", None) != 0:
+            return value  # objects (merits, posteriors, tables)
+        if self.kind in ("float", "float_or_floats") or (self.kind == "float_or_str" and not isinstance(value, str)):
             lo, hi = self.low, None if self.cap else self.high
             if lo is not None and hi is not None:
                 v.float_in(n, value, float(lo), float(hi), low_open=self.low_open, high_open=self.high_open)
@@ -199,7 +200,7 @@ class Param:
                 raise ValueError(f"{n} must be {'>' if self.low_open else '>='} {lo:g}, got {out}")
             if hi is not None and (out >= hi if self.high_open else out > hi):
                 raise ValueError(f"{n} must be {'<' if self.high_open else '<='} {hi:g}, got {out}")
-        elif self.kind == "int" and not isinstance(value, str):
+        elif self.kind == "int":
             lo = None if self.low is None else int(math.ceil(self.low)) + (1 if self.low_open else 0)
             out = v.positive_int(n, value, minimum=lo) if lo is not None else value
             if self.high is not None and not self.cap and out > self.high:

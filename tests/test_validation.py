@@ -113,3 +113,19 @@ def test_policy_and_posterior_constructors_validate(exp4):
         bf.fairx_ts("beta", exp4)
     with pytest.raises(ValueError, match="merit fn must be > 0"):
         bf.fairx_ts(bf.beta_bernoulli(), lambda mu: mu - 2.0)
+
+
+# Ranges are declared once (@declare); the declaration checks every scalar a Python caller can pass,
+# not only floats and ints: numeric strings and 0-d NumPy/JAX arrays out of range are refused with
+# the parameter named, as the constructors' own checks did before they were folded in.
+@pytest.mark.parametrize("build, field, bad", [
+    (lambda v: bf.epsilon_greedy(epsilon=v), "epsilon", 2.0),
+    (lambda v: bf.fairx_eg(merit.exponential(2.0), epsilon=v), "epsilon", -0.5),
+    (lambda v: bf.fairx_ucb(merit.exponential(2.0), delta=v), "delta", 1.5),
+    (lambda v: bf.beta_bernoulli(a0=v), "a0", -1.0),
+    (lambda v: bf.linear_bandit(n_arms=v, n_features=2), "n_arms", 0),
+])
+@pytest.mark.parametrize("form", [str, np.float32, jnp.float32, float], ids=["str", "np0d", "jax0d", "float"])
+def test_declared_ranges_refuse_odd_scalars(build, field, bad, form):
+    with pytest.raises((ValueError, TypeError), match=field):
+        build(form(bad))
