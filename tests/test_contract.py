@@ -130,10 +130,15 @@ def test_posterior_contract(name, index, spec):
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-@pytest.mark.parametrize("name, index, spec", _cases("environment"))
-def test_environment_contract(name, index, spec, monkeypatch):
-    if SHARED_DATA.is_dir():  # the data environments read the real files (never the network)
+@pytest.fixture(autouse=True)
+def _shared_data(monkeypatch):
+    """The data environments read the real files of ../shared/data (never the network)."""
+    if SHARED_DATA.is_dir():
         monkeypatch.setenv("BAYESFAIR_DATA", str(SHARED_DATA))
+
+
+@pytest.mark.parametrize("name, index, spec", _cases("environment"))
+def test_environment_contract(name, index, spec):
     try:
         env, _ = build("environment", spec)
     except (registry.ConfigError, MissingFileError) as exc:
