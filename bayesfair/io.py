@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bayesfair._atomic import atomic_temp, atomic_write  # noqa: F401  (atomic_temp: old import path)
+from bayesfair._atomic import atomic_write
 
 __all__ = [
     "to_dataset", "write_results", "write_text", "read_results", "tidy", "versions", "git_revision",

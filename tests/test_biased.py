@@ -29,6 +29,7 @@ from jax import lax
 from scipy.stats import norm
 
 import bayesfair as bf
+from bayesfair import fitting
 from bayesfair.environments import biased as eb
 from bayesfair.policies import biased as pb
 from bayesfair.posteriors import group_bias as gb
@@ -130,7 +131,7 @@ def _nuts_agreement(n_sets, num_warmup, num_samples, seed):
     rng = np.random.default_rng(seed)
     for i in range(n_sets):
         arms, X, y = _random_data(rng, groups, 2, 40, scale=0.6)
-        fit = gb.fit_nuts(gb.group_bias_data(arms, X, y, groups), **hyper, num_warmup=num_warmup,
+        fit = fitting.fit_nuts(fitting.group_bias_data(arms, X, y, groups), **hyper, num_warmup=num_warmup,
                           num_samples=num_samples, num_chains=1, seed=seed + i, sufficient=i % 2 == 1)
         assert fit.diverging.sum() == 0
         s = fit.samples
@@ -458,8 +459,8 @@ def test_bad_inputs_raise_clear_errors():
         pol = pb.top_interval()
         pol.select(jax.random.key(0), pol.init(jax.random.key(0), SPEC), Observation(jnp.int32(1), jnp.ones((N, 3))))
     with pytest.raises(ValueError, match="y must be finite"):
-        gb.group_bias_data([0, 1], np.ones((2, 2)), [1.0, np.nan], [0, 1])
+        fitting.group_bias_data([0, 1], np.ones((2, 2)), [1.0, np.nan], [0, 1])
     with pytest.raises(ValueError, match="arms must be in"):
-        gb.group_bias_data([0, 5], np.ones((2, 2)), [1.0, 2.0], [0, 1])
+        fitting.group_bias_data([0, 5], np.ones((2, 2)), [1.0, 2.0], [0, 1])
     with pytest.raises(ValueError, match="tau must be > 0"):
         gb.group_bias_posterior([0, 1], 2, tau=-1.0)

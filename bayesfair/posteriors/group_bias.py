@@ -431,15 +431,3 @@ def group_bias_model(
     mean = jnp.sum(X * coef[jnp.asarray(arms, jnp.int32)], -1)
     with numpyro.plate("obs", X.shape[0]):
         numpyro.sample("y", dist.Normal(mean, sigma_v), obs=y)
-
-
-_MOVED = ("GroupBiasData", "NutsFit", "fit_nuts", "group_bias_data")
-
-
-def __getattr__(name: str) -> Any:
-    """The host-side fitting API moved to :mod:`bayesfair.fitting`; the old names still resolve."""
-    if name in _MOVED:
-        from bayesfair import fitting
-
-        return getattr(fitting, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
