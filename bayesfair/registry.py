@@ -105,6 +105,13 @@ class ConfigError(ValueError):
 _REQUIRED = object()
 
 
+def _bound(value: float, kind: str) -> str:
+    """A range bound as a reader writes it: integers in full (10000000, not 1e+07)."""
+    if kind in ("int", "ints") and float(value).is_integer():
+        return str(int(value))
+    return f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Param:
     """One constructor parameter as a config key.
@@ -160,8 +167,8 @@ class Param:
         if self.choices is not None:
             what = "one of " + ", ".join(repr(c) for c in self.choices)
         if self.low is not None or self.high is not None:
-            lo = "-inf" if self.low is None else f"{self.low:g}"
-            hi = "inf" if self.high is None else f"{self.high:g}"
+            lo = "-inf" if self.low is None else _bound(self.low, self.kind)
+            hi = "inf" if self.high is None else _bound(self.high, self.kind)
             lb = "(" if self.low_open or self.low is None else "["
             hb = ")" if self.high_open or self.high is None else "]"
             what += f" in {lb}{lo}, {hi}{hb}"

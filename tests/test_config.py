@@ -71,7 +71,7 @@ def test_valid_config_builds_the_study():
     ("policies.FX.posterior", 3, "policies.FX.posterior", ["wrong type", "posterior table"]),
     ("log.enabled", "yes", "log.enabled", ["wrong type", "true or false"]),
     # out-of-range values
-    ("runs", 0, "runs", ["out of range", "an integer in [1, 1e+07]", "got 0"]),
+    ("runs", 0, "runs", ["out of range", "an integer in [1, 10000000]", "got 0"]),
     ("policies.EG.epsilon", 1.5, "policies.EG.epsilon", ["out of range", "[0, 1]", "1.5"]),
     ("merit.c", -1.0, "merit.c", ["out of range", "(0, inf)", "-1.0"]),
     ("policies.FX.posterior.a0", 0, "policies.FX.posterior.a0", ["out of range", "(0, inf)"]),
