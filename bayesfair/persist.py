@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.io import canonical_json
+
 __all__ = [
     "FORMAT_VERSION",
     "PersistError",
@@ -196,12 +198,6 @@ def _spec_from_json(d: Mapping[str, Any]) -> Any:
                 int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])), d.get("rewards"))
 
 
-def _canonical(obj: Any) -> str:
-    from bayesfair.io import canonical_json
-
-    return canonical_json(obj)
-
-
 def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, key: jax.Array | None = None,
                 recipe: Mapping[str, Any] | None = None, step: int | None = None,
                 extra: Mapping[str, Any] | None = None) -> Path:
@@ -237,8 +233,8 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     arrays, leaves = flatten(state, "state/")
     meta: dict[str, Any] = {
         "format": POLICY_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
-        "jax": jax.__version__, "policy_name": policy.name, "policy_config": json.loads(_canonical(policy.config)),
-        "recipe": None if recipe is None else json.loads(_canonical(recipe)), "spec": _spec_json(spec),
+        "jax": jax.__version__, "policy_name": policy.name, "policy_config": json.loads(canonical_json(policy.config)),
+        "recipe": None if recipe is None else json.loads(canonical_json(recipe)), "spec": _spec_json(spec),
         "state_leaves": leaves, "batch": batch, "key": None, "step": step, "extra": dict(extra or {}),
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -286,7 +282,7 @@ def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
         except registry.ConfigError as exc:
             raise PersistError(f"{path}: cannot rebuild the policy from its recipe: {exc}") from None
     saved_cfg = meta["policy_config"]
-    here_cfg = json.loads(_canonical(policy.config))
+    here_cfg = json.loads(canonical_json(policy.config))
     if policy.name != meta["policy_name"] or saved_cfg != here_cfg:
         diff = sorted(k for k in set(saved_cfg) | set(here_cfg) if saved_cfg.get(k) != here_cfg.get(k))
         raise PersistError(f"{path} was saved for policy {meta['policy_name']} with a different configuration "
@@ -452,7 +448,7 @@ class ResumeStore:
             arrays.update({f"extra/{k}": np.asarray(v) for k, v in self.extra.state_arrays().items()})
         meta = {"format": RESUME_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
                 "fingerprint": self.fingerprint, "policies": policies, "extra": has_extra,
-                "study": None if self.study is None else json.loads(_canonical(self.study)),
+                "study": None if self.study is None else json.loads(canonical_json(self.study)),
                 "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         write_npz(self.path, arrays, meta)
         self.last_save = time.monotonic()
