@@ -464,3 +464,18 @@ def test_bad_inputs_raise_clear_errors():
         fitting.group_bias_data([0, 5], np.ones((2, 2)), [1.0, 2.0], [0, 1])
     with pytest.raises(ValueError, match="tau must be > 0"):
         gb.group_bias_posterior([0, 1], 2, tau=-1.0)
+
+
+@pytest.mark.parametrize("make", ["synthetic_biased", "biased_linear_bandit"])
+def test_noise_sd_zero_gives_noiseless_rewards(make):
+    """noise_sd = 0 is declared valid for both synthetic constructors (synthetic_biased builds a
+    biased_linear_bandit, which refused it): the reward is then the observed (biased) mean exactly."""
+    from bayesfair.environments import biased
+
+    env = (biased.synthetic_biased(noise_sd=0.0) if make == "synthetic_biased"
+           else biased.biased_linear_bandit([0, 0, 1, 1], n_features=2, noise_sd=0.0))
+    params = env.reset(jax.random.key(3))
+    for t in range(3):
+        rnd = env.step(jax.random.key(10 + t), params, jnp.int32(t))
+        # noiseless: every candidate's reward is its expected (observed) reward, exactly
+        np.testing.assert_array_equal(np.asarray(rnd.reward), np.asarray(rnd.mean))

@@ -134,7 +134,7 @@ def _coefficients(value: Any, shape: tuple[int, int], what: str) -> tuple[np.nda
 
 
 @declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2},
-         n_features=integer(1, 1000, cap=True), noise_sd=POSITIVE, group_names=strs())
+         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs())
 def biased_linear_bandit(
     group_of_arm: Any,
     n_features: int,
@@ -197,7 +197,7 @@ def biased_linear_bandit(
         if np.any(arr[ref] != 0):
             raise ValueError(f"psi[{ref}] (the reference group's bias) must be zero, got {arr[ref]}")
         psi_fixed, psi_bounds = arr, None
-    noise_sd = float(noise_sd)  # > 0: declared
+    noise_sd = float(noise_sd)  # >= 0: declared (0: noiseless rewards)
     c_lo = finite_float("context_low", context_low)
     c_hi = finite_float("context_high", context_high)
     if not c_lo < c_hi:
