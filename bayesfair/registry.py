@@ -44,6 +44,7 @@ import inspect
 import math
 import pkgutil
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -296,6 +297,8 @@ class Entry:
         Bernoulli arms of :data:`EXAMPLE_ENV`).
     display : str
         Display name the policy gets when built under this name (aliases), else "".
+    renamed : dict
+        Former parameter names still accepted, ``{old: new}`` (with a DeprecationWarning).
     """
 
     kind: str
@@ -307,6 +310,7 @@ class Entry:
     example: Any = None
     display: str = ""
     example_env: Mapping[str, Any] | None = None
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     def examples(self) -> list[dict[str, Any]]:
         """The declared examples as config tables ``{"name": ..., **arguments}``."""
@@ -409,7 +413,8 @@ def _check_kind(kind: str) -> str:
 
 def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str = "",
              specs: Mapping[str, Mapping[str, Any]] | None = None, hidden: tuple[str, ...] = (),
-             example: Any = None, display: str = "", example_env: Mapping[str, Any] | None = None) -> Entry:
+             example: Any = None, display: str = "", example_env: Mapping[str, Any] | None = None,
+             renamed: Mapping[str, str] | None = None) -> Entry:
     """Register (or replace) a named constructor; :func:`declare` is the decorator form.
 
     Parameters
@@ -432,19 +437,21 @@ def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str
         Display name a policy built under this name gets (for aliases).
     example_env : mapping, optional
         For policies: the environment table its examples run on.
+    renamed : mapping, optional
+        Former parameter names ``{old: new}`` that configs may still use (with a DeprecationWarning).
     """
     _check_kind(kind)
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     entry = Entry(kind, name, target, doc, dict(specs or {}), tuple(hidden), example, display,
-                  None if example_env is None else dict(example_env))
+                  None if example_env is None else dict(example_env), dict(renamed or {}))
     _ENTRIES[kind][name] = entry
     return entry
 
 
 def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[str, ...] = (),
             example: Any = None, example_env: Mapping[str, Any] | None = None,
-            aliases: Mapping[str, str] | None = None,
+            aliases: Mapping[str, str] | None = None, renamed: Mapping[str, str] | None = None,
             **specs: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a constructor: its name, kind and parameter ranges, next to its signature.
 
@@ -463,6 +470,9 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
     aliases : mapping, optional
         Further config names ``{alias: display name}`` (a policy built under an alias gets that
         display name).
+    renamed : mapping, optional
+        Former parameter names ``{old: new}``, still accepted from Python calls and configs with a
+        DeprecationWarning (an error when both names are given).
     **specs
         Kind and range of parameters (:func:`real`, :func:`integer`, :func:`choice`, ...).
 
@@ -488,6 +498,7 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
         def constructor(*args: Any, **kwargs: Any) -> Any:
             if not params:
                 params.update({p.name: p for p in entry.params()})
+            kwargs = _renamed(renamed or {}, kwargs, key, "")
             bound = sig.bind(*args, **kwargs)
             for arg, value in bound.arguments.items():
                 if arg in specs:
@@ -500,13 +511,32 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
 
         constructor.__bayesfair_entry__ = key  # type: ignore[attr-defined]
         entry = register(kind, key, constructor, doc=doc, specs=specs, hidden=hidden,
-                         example={} if example is None else example, example_env=example_env)
+                         example={} if example is None else example, example_env=example_env, renamed=renamed)
         for alias, display in (aliases or {}).items():
             register(kind, alias, constructor, doc=f"alias of {key} (display name {display!r})", specs=specs,
-                     hidden=hidden, example=entry.example, display=display, example_env=example_env)
+                     hidden=hidden, example=entry.example, display=display, example_env=example_env,
+                     renamed=renamed)
         return constructor
 
     return wrap
+
+
+def _renamed(renamed: Mapping[str, str], args: Mapping[str, Any], name: str, path: str) -> dict[str, Any]:
+    """``args`` with former parameter names replaced by the current ones (DeprecationWarning)."""
+    out = dict(args)
+    for old, new in renamed.items():
+        if old not in out:
+            continue
+        where = f"{path}.{old}" if path else f"{name}({old}=...)"
+        if new in out:
+            message = f"gives both {old!r} and its new name {new!r}; keep {new!r}"
+            if path:
+                raise ConfigError(where, message)
+            raise TypeError(f"{name}() {message}")
+        warnings.warn(f"{where}: {old!r} is now called {new!r}; the old name will be removed",
+                      DeprecationWarning, stacklevel=4)
+        out[new] = out.pop(old)
+    return out
 
 
 def _config_value(value: Any) -> Any:
@@ -800,6 +830,7 @@ def check_params(kind: str, spec: Any, path: str, *, study: Mapping[str, Any] | 
         params = entry.params()
     except (ValueError, TypeError) as exc:  # a signature that cannot be read
         raise ConfigError(path, str(exc)) from None
+    spec = _renamed(entry.renamed, spec, entry.name, path)
     by_name = {p.name: p for p in params}
     allowed = ["name", *by_name, *extra_keys]
     for key in spec:
