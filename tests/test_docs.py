@@ -60,3 +60,42 @@ def test_doc_example_runs(doc, line, code, tmp_path, monkeypatch):
     namespace = {"__name__": f"doctest_{Path(doc).stem}_{line}", "__file__": filename}
     # pad with blank lines so a traceback's line numbers are the markdown file's
     exec(compile("\n" * line + code, filename, "exec"), namespace)
+
+
+# ----------------------------------------------------------------------------------------------
+# The documentation site builds (Sphinx + myst-nb; notebooks not executed), warnings as errors
+
+
+def test_docs_site_builds(tmp_path):
+    """``make docs`` in a temporary folder: every page (the markdown pages, the developer docs, the
+    experiment READMEs, the API reference generated from the docstrings and the four notebooks,
+    not executed) builds with warnings as errors, so a broken cross-reference, a page left out of
+    the table of contents or a docstring that is not valid reStructuredText fails here."""
+    import subprocess
+    import sys
+
+    for module in ("sphinx", "myst_nb", "furo"):
+        pytest.importorskip(module, reason=f"the docs extra is not installed (no {module}): pip install -e '.[docs]'")
+    out = tmp_path / "html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-E",
+         "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    pages = [p.relative_to(DOCS).with_suffix(".html") for p in DOCS.rglob("*.md")
+             if "_build" not in p.parts and "generated" not in p.parts]
+    assert len(pages) >= 15
+    missing = [str(p) for p in pages if not (out / p).is_file()]
+    assert not missing, f"pages not built: {missing}"
+    notebooks = [p for p in (DOCS / "notebooks").glob("*.md") if p.name != "README.md"]
+    assert len(notebooks) == 4
+    for notebook in notebooks:  # read by myst-nb as notebooks: code cells, with the small/full switch
+        html = (out / "notebooks" / notebook.with_suffix(".html").name).read_text(encoding="utf-8")
+        assert "cell_input" in html and "BAYESFAIR_NOTEBOOK_FULL" in html, f"{notebook.name}: code cells not rendered"
+    # the API reference documents the public constructors, with their numpy-style sections
+    fairx = (out / "generated" / "bayesfair.policies.fairx.html").read_text(encoding="utf-8")
+    assert "fairx_ucb" in fairx and "Parameters" in fairx
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for target in ("concepts.html", "workflow.html", "datasets.html", "api.html", "notebooks/README.html",
+                   "developer/index.html", "performance.html"):
+        assert target in index, f"{target} not linked from the front page"
