@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 DOC_FILES = ["workflow.md"]
 MARKER = re.compile(r"^\s*<!--\s*doctest\b.*-->\s*$")
 
@@ -99,3 +100,70 @@ def test_docs_site_builds(tmp_path):
     for target in ("concepts.html", "workflow.html", "datasets.html", "api.html", "notebooks/README.html",
                    "developer/index.html", "performance.html"):
         assert target in index, f"{target} not linked from the front page"
+
+
+# ----------------------------------------------------------------------------------------------
+# The README, the front door: what it claims exists
+
+# the algorithm table's names -> the registry's (policies and posteriors)
+TABLE_NAMES = {
+    "FairX-TS": "fairx_ts", "FairX-UCB": "fairx_ucb", "FairX-EG": "fairx_eg", "UCB1": "ucb1",
+    "Thompson sampling": "thompson", "epsilon-greedy": "epsilon_greedy", "uniform": "uniform",
+    "Beta-Bernoulli": "beta_bernoulli", "Normal (known variance)": "normal_known_variance",
+    "Normal-Inverse-Gamma": "normal_inverse_gamma", "FairX-LinTS": "fairx_lints", "FairX-LinUCB": "fairx_linucb",
+    "FairX-LinEG": "fairx_lineg", "LinUCB": "linucb", "LinTS": "lints", "BF-UCB": "bf_ucb", "BF-TS": "bf_ts",
+    "GEF": "gef", "MF": "mf", "TopInterval": "top_interval", "IntervalChaining": "interval_chaining",
+    "NaiveFair": "naive_fair", "GroupFairTopInterval": "group_fair_top_interval", "GroupFair-TS": "group_fair_ts",
+    "Fair-Greedy": "fair_greedy", "OFUL": "oful", "Greedy": "greedy",
+}
+
+
+def _readme_table() -> list[list[str]]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Algorithms"):]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| algorithm | paper | module | status |")
+    return [[c.strip() for c in row.strip("|").split("|")] for row in rows[1:] if not row.startswith("|---")]
+
+
+def test_readme_algorithm_table_exists_in_the_code():
+    """Every module of the algorithm table imports, and every algorithm it names is registered."""
+    import importlib
+
+    from bayesfair import registry
+
+    rows = _readme_table()
+    assert len(rows) >= 10
+    algorithms = " ".join(r[0] for r in rows)
+    modules = re.findall(r"`(bayesfair[\w.]*)`", " ".join(r[2] for r in rows))
+    assert modules
+    for module in modules:
+        importlib.import_module(module)
+    registered = set(registry.names("policy")) | set(registry.names("posterior"))
+    for shown, name in TABLE_NAMES.items():
+        assert re.search(rf"(?<![\w-]){re.escape(shown)}(?![\w-])", algorithms), f"{shown} not in the README table"
+        assert name in registered, f"{shown} ({name}) is in the README table but not registered"
+
+
+def test_readme_and_docs_links_resolve():
+    """Relative links and images of the README and the docs pages point at files that exist, and the
+    make targets the README names exist."""
+    pages = [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if not {"_build", "generated"} & set(p.parts))]
+    broken, checked = [], 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = target.split("#")[0]
+            if path.startswith("/"):  # the site's root (docs/)
+                resolved = DOCS / path.lstrip("/")
+            else:
+                resolved = page.parent / path
+            checked += 1
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert checked >= 50 and not broken, f"{checked} links checked; broken: {broken}"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for target in sorted(set(re.findall(r"`make ([\w-]+)", readme)) | set(re.findall(r"^make ([\w-]+)", readme, re.M))):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"README names `make {target}`: no such target"
