@@ -107,3 +107,14 @@ def test_configs_take_names():
     with pytest.raises(ConfigError) as exc:
         parse_config(raw)
     assert exc.value.path.startswith("environment.groups")
+
+
+def test_biased_feedback_groups_are_indices():
+    """The biased-feedback model's group_of_arm names its reference group by index: names are
+    refused with a message saying so (indices keep working, integral floats too)."""
+    from bayesfair.posteriors.group_bias import check_bias_groups
+
+    labels, m, ref = check_bias_groups([1, 0, 1, 0.0])
+    assert labels.tolist() == [1, 0, 1, 0] and m == 2 and ref == 0
+    with pytest.raises(TypeError, match="integer group indices .* got the names"):
+        check_bias_groups(["a", "a", "b", "b"])
