@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean venv
+.PHONY: demo test test-slow bench lint clean venv docs docs-full notebooks
 
 venv: $(STAMP)
 
@@ -36,8 +36,32 @@ bench: $(STAMP)
 	$(PY) experiments/benchmarks/biased_bench.py
 	$(PY) experiments/benchmarks/mcmc_refresh_bench.py
 
+# documentation site (Sphinx + myst-nb, API reference from the docstrings): docs/_build/html/index.html
+# `docs` does not execute the notebooks (seconds; warnings are errors, as in tests/test_docs.py);
+# `docs-full` executes the four notebooks and renders them with their figures (several minutes).
+DOCS_OUT := docs/_build
+
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going -q docs $(DOCS_OUT)/html
+	@echo "open $(DOCS_OUT)/html/index.html"
+
+docs-full: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going -E -D nb_execution_mode=force docs $(DOCS_OUT)/html-full
+	@echo "open $(DOCS_OUT)/html-full/index.html"
+
+# execute the notebooks (jupytext + nbconvert, this venv's kernel) into build/notebooks/*.ipynb;
+# the data folder is found as everywhere else (docs/datasets.md: BAYESFAIR_DATA, ../shared/data, cache)
+NOTEBOOKS := $(filter-out docs/notebooks/README.md,$(wildcard docs/notebooks/*.md))
+
+notebooks: $(STAMP)
+	@mkdir -p build/notebooks
+	@set -e; for nb in $(NOTEBOOKS); do \
+	  out=build/notebooks/$$(basename $$nb .md).ipynb; echo "executing $$nb -> $$out"; \
+	  PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupytext --to ipynb --execute --output $$out $$nb; \
+	done
+
 lint: $(STAMP)
 	$(PY) -m ruff check bayesfair tests experiments
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache $(DOCS_OUT) docs/generated build/notebooks

@@ -15,6 +15,7 @@ __all__ = [
     "positive_float",
     "float_in",
     "finite_array",
+    "group_labels",
 ]
 
 
@@ -90,3 +91,53 @@ def finite_array(name: str, value: Any, *, ndim: int | None = None, size: int | 
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (no NaN or inf), got {arr}")
     return arr
+
+
+def group_labels(name: str, labels: Any) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """A label per item (arm, candidate, row) as integer group codes, and the groups' names.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the error messages.
+    labels : sequence of int or sequence of str, 1-d
+        Either group indices (integers >= 0, or floats with integral values), returned as they
+        are, or names such as ``["women", "men", "women"]``: any hashable non-numeric labels
+        (strings in practice), mapped to the codes 0..m-1 in the order the labels first appear.
+
+    Returns
+    -------
+    codes : numpy.ndarray
+        int64 array [n] of group indices.
+    names : tuple of str or None
+        The distinct labels in first-appearance order (``names[code]``) when ``labels`` were names,
+        None when they were indices (the caller names the groups).
+    """
+    if isinstance(labels, str):
+        raise TypeError(f"{name} must be a sequence with a label per item, got the string {labels!r}")
+    if isinstance(labels, (list, tuple)) and any(isinstance(x, str) for x in labels):
+        arr = np.empty(len(labels), dtype=object)  # numpy would turn [1, "a"] into the strings "1", "a"
+        arr[:] = labels
+    else:
+        arr = np.asarray(labels)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d sequence of group labels, got shape {arr.shape}")
+    if arr.dtype.kind in "USO":  # names: strings (an object array may also hold numbers: refused below)
+        items = arr.tolist()
+        kinds = {type(x) for x in items}
+        if not all(isinstance(x, str) for x in items):
+            raise TypeError(f"{name} must be all integers (group indices) or all strings (group names), got "
+                            f"{sorted(t.__name__ for t in kinds)}")
+        order: dict[str, int] = {}
+        codes = np.array([order.setdefault(x, len(order)) for x in items], dtype=np.int64)
+        return codes, tuple(order)
+    if arr.dtype.kind == "b":
+        raise TypeError(f"{name} must be integer group indices or group names (strings), got booleans")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must be integer group indices or group names (strings), got dtype {arr.dtype}")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must be >= 0 (group indices), got {arr.min()}")
+    return arr.astype(np.int64), None

@@ -476,7 +476,10 @@ def run_list(args: argparse.Namespace) -> int:
                 print(f"{'':<{col}}{line}")
         print()
     if datasets:
-        print("datasets (bayesfair.datasets; files under $BAYESFAIR_DATA or the cache):")
+        from bayesfair.datasets import cache_dir
+
+        print(f"datasets (bayesfair.datasets; data folder {cache_dir()}: BAYESFAIR_DATA, else ../shared/data "
+              f"beside the checkout, else the user cache; see docs/datasets.md):")
         for d in datasets:
             print(f"  {d['name']:<22} {d['title']} ({d['size_bytes'] / 1e6:.1f} MB; {d['loader']})")
     return EXIT_OK

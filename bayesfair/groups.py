@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesfair._validate import finite_array, positive_int
+from bayesfair._validate import finite_array, group_labels, positive_int
 
 __all__ = ["Groups", "validate_exposure_floors"]
 
@@ -29,18 +29,17 @@ class Groups:
     names: tuple[str, ...]
 
     @classmethod
-    def from_labels(cls, labels: Sequence[int] | np.ndarray, names: Sequence[str] | None = None) -> Groups:
-        """Build from a group index per arm; every index 0..m-1 must be used (no empty group)."""
-        arr = np.asarray(labels)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"groups labels must be a non-empty 1-d sequence, got shape {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-                arr = arr.astype(np.int64)
-            else:
-                raise TypeError(f"groups labels must be integers, got dtype {arr.dtype}")
-        if arr.min() < 0:
-            raise ValueError(f"groups labels must be >= 0, got {arr.min()}")
+    def from_labels(cls, labels: Sequence[int] | Sequence[str] | np.ndarray,
+                    names: Sequence[str] | None = None) -> Groups:
+        """Build from a label per arm: group indices 0..m-1 (every index used: no empty group), or
+        group names such as ``["a", "b", "a"]``, numbered in the order they first appear and kept
+        as the groups' names (``names`` may then be omitted, or must list the same names)."""
+        arr, found = group_labels("groups labels", labels)
+        if found is not None:
+            if names is not None and tuple(str(n) for n in names) != found:
+                raise ValueError(f"groups names must be the labels' names in first-appearance order {list(found)} "
+                                 f"when the labels are names, got {list(names)}")
+            names = found
         m = int(arr.max()) + 1
         counts = np.bincount(arr, minlength=m)
         empty = np.flatnonzero(counts == 0)

@@ -61,6 +61,7 @@ __all__ = [
     "floats",
     "ints",
     "strs",
+    "group_label_list",
     "pair",
     "POSITIVE",
     "register",
@@ -160,6 +161,7 @@ class Param:
         what = {
             "int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
             "floats": "a list of numbers", "ints": "a list of integers", "strs": "a list of strings",
+            "labels": "a list with a label per item: group names (strings) or group indices (integers)",
             "pair": "a list of two numbers [low, high]", "float_or_floats": "a number or a list of numbers",
             "float_or_str": "a number or a string", "means": "a list of numbers or a table {low, high}",
             "merit": 'a merit table such as {name = "exponential", c = 4.0}',
@@ -260,6 +262,11 @@ def ints(low: int | None = None, high: int | None = None) -> dict[str, Any]:
 def strs() -> dict[str, Any]:
     """A list of strings."""
     return {"kind": "strs"}
+
+
+def group_label_list() -> dict[str, Any]:
+    """A group label per item: all strings (names) or all integers >= 0 (indices)."""
+    return {"kind": "labels", "low": 0}
 
 
 def pair() -> dict[str, Any]:
@@ -746,6 +753,12 @@ def check_value(p: Param, value: Any, path: str) -> Any:
         if p.choices is not None and value not in p.choices:
             raise ConfigError(path, f"invalid value: allowed {p.allowed()}, got {_fmt(value)}")
         return value
+    if k == "labels":
+        if not isinstance(value, list) or not value:
+            raise wrong()
+        if all(isinstance(v, str) for v in value):
+            return value
+        return check_value(replace(p, kind="ints"), value, path)
     if k in ("floats", "ints", "strs", "pair"):
         if not isinstance(value, list) or not value:
             raise wrong()

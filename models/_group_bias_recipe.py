@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -45,13 +44,6 @@ REPO = HERE.parent
 #: Priors of the scales (half-normal scales) and of beta_bar (N(prior_mean, prior_sd^2 I)); features are z-scored.
 PRIORS = {"tau_scale": 1.0, "s_scale": 1.0, "sigma_scale": 5.0, "prior_mean": 0.0, "prior_sd": 10.0}
 CI_PROB = 0.9
-
-
-def use_shared_data() -> None:
-    """Default ``$BAYESFAIR_DATA`` to the checkout's sibling ``shared/data`` folder when it exists."""
-    shared = REPO.parent / "shared" / "data"
-    if not os.environ.get("BAYESFAIR_DATA") and shared.is_dir():
-        os.environ["BAYESFAIR_DATA"] = str(shared)
 
 
 def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains: int = 2,
@@ -190,8 +182,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         add_args(p)
     args = p.parse_args(argv)
     check_args(p, args)
-    use_shared_data()
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
     table, description = build(args)
     data = subsample(table, args.rows, args.seed)
     fit = fit_nuts(data, num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, seed=args.seed,

@@ -1,8 +1,8 @@
 """The dataset registry: checksums, cache folder, errors, downloads (local only) and loaders.
 
 No network: downloads go to ``file://`` URLs or to an HTTP server on 127.0.0.1 in a thread.
-The real files come from the shared data folder, ``<repo>/../shared/data``; tests that need it
-are skipped when it is absent.
+The real files come from the shared data folder, ``$BAYESFAIR_DATA`` or else ``<repo>/../shared/data``;
+tests that need it are skipped when it is absent.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import pytest
 import bayesfair  # noqa: F401  (must precede jax)
 from bayesfair import datasets as ds
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = Path(os.environ.get("BAYESFAIR_DATA", "").strip()
+              or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 needs_shared = pytest.mark.skipif(
     not SHARED.is_dir(), reason=f"shared data folder not found at {SHARED} (clone the repo with ../shared beside it)")
 
@@ -266,6 +267,7 @@ def test_missing_file_says_where_to_put_it(cache):
 
 
 def test_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setattr(ds._files, "_CHECKOUT", None)  # an installed copy: no checkout beside shared/
     monkeypatch.setenv("BAYESFAIR_DATA", str(tmp_path / "x"))
     assert ds.cache_dir() == tmp_path / "x"
     monkeypatch.delenv("BAYESFAIR_DATA")
@@ -280,6 +282,43 @@ def test_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
     assert ds.cache_dir() == tmp_path / "local" / "bayesfair"
     assert not (tmp_path / "local").exists()
+
+
+def test_data_folder_rule(monkeypatch, tmp_path, capsys):
+    """One rule: BAYESFAIR_DATA, else shared/data beside the checkout bayesfair is imported from
+    (whatever the working directory), else the user cache; the CLI reports the same folder."""
+    from bayesfair.cli import main
+
+    repo = tmp_path / "checkout" / "bayesfair-repo"
+    repo.mkdir(parents=True)
+    monkeypatch.setattr(ds._files, "_CHECKOUT", repo)
+    monkeypatch.delenv("BAYESFAIR_DATA")
+    monkeypatch.setattr(ds.sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ds.cache_dir() == tmp_path / "xdg" / "bayesfair"  # no shared/data beside the checkout
+    shared = tmp_path / "checkout" / "shared" / "data"
+    shared.mkdir(parents=True)
+    for cwd in (tmp_path, repo, shared):
+        monkeypatch.chdir(cwd)
+        assert ds.cache_dir() == shared
+    monkeypatch.setenv("BAYESFAIR_DATA", "  ")  # blank: unset
+    assert ds.cache_dir() == shared
+    monkeypatch.setenv("BAYESFAIR_DATA", str(tmp_path / "mine"))
+    assert ds.cache_dir() == tmp_path / "mine"  # the variable wins over the checkout's folder
+    monkeypatch.delenv("BAYESFAIR_DATA")
+    # a dataset is looked up there: the message of a missing file names the folder of the rule
+    with pytest.raises(ds.MissingFileError, match=re.escape(str(shared / "yeast"))):
+        ds.path("yeast")
+    assert main(["list", "datasets"]) == 0
+    assert f"data folder {shared}" in capsys.readouterr().out
+    monkeypatch.setattr(ds._files, "_CHECKOUT", None)
+    assert ds.cache_dir() == tmp_path / "xdg" / "bayesfair"
+
+
+def test_checkout_is_the_source_tree():
+    """The checkout of the rule is the folder holding this package's pyproject.toml."""
+    root = Path(ds._files.__file__).resolve().parents[2]
+    assert ds._files._CHECKOUT == (root if (root / "pyproject.toml").is_file() else None)
 
 
 def test_list_datasets():

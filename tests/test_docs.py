@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 DOC_FILES = ["workflow.md"]
 MARKER = re.compile(r"^\s*<!--\s*doctest\b.*-->\s*$")
 
@@ -60,3 +61,109 @@ def test_doc_example_runs(doc, line, code, tmp_path, monkeypatch):
     namespace = {"__name__": f"doctest_{Path(doc).stem}_{line}", "__file__": filename}
     # pad with blank lines so a traceback's line numbers are the markdown file's
     exec(compile("\n" * line + code, filename, "exec"), namespace)
+
+
+# ----------------------------------------------------------------------------------------------
+# The documentation site builds (Sphinx + myst-nb; notebooks not executed), warnings as errors
+
+
+def test_docs_site_builds(tmp_path):
+    """``make docs`` in a temporary folder: every page (the markdown pages, the developer docs, the
+    experiment READMEs, the API reference generated from the docstrings and the four notebooks,
+    not executed) builds with warnings as errors, so a broken cross-reference, a page left out of
+    the table of contents or a docstring that is not valid reStructuredText fails here."""
+    import subprocess
+    import sys
+
+    for module in ("sphinx", "myst_nb", "furo"):
+        pytest.importorskip(module, reason=f"the docs extra is not installed (no {module}): pip install -e '.[docs]'")
+    out = tmp_path / "html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-E",
+         "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    pages = [p.relative_to(DOCS).with_suffix(".html") for p in DOCS.rglob("*.md")
+             if "_build" not in p.parts and "generated" not in p.parts]
+    assert len(pages) >= 15
+    missing = [str(p) for p in pages if not (out / p).is_file()]
+    assert not missing, f"pages not built: {missing}"
+    notebooks = [p for p in (DOCS / "notebooks").glob("*.md") if p.name != "README.md"]
+    assert len(notebooks) == 4
+    for notebook in notebooks:  # read by myst-nb as notebooks: code cells, with the small/full switch
+        html = (out / "notebooks" / notebook.with_suffix(".html").name).read_text(encoding="utf-8")
+        assert "cell_input" in html and "BAYESFAIR_NOTEBOOK_FULL" in html, f"{notebook.name}: code cells not rendered"
+    # the API reference documents the public constructors, with their numpy-style sections
+    fairx = (out / "generated" / "bayesfair.policies.fairx.html").read_text(encoding="utf-8")
+    assert "fairx_ucb" in fairx and "Parameters" in fairx
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for target in ("concepts.html", "workflow.html", "datasets.html", "api.html", "notebooks/README.html",
+                   "developer/index.html", "performance.html"):
+        assert target in index, f"{target} not linked from the front page"
+
+
+# ----------------------------------------------------------------------------------------------
+# The README, the front door: what it claims exists
+
+# the algorithm table's names -> the registry's (policies and posteriors)
+TABLE_NAMES = {
+    "FairX-TS": "fairx_ts", "FairX-UCB": "fairx_ucb", "FairX-EG": "fairx_eg", "UCB1": "ucb1",
+    "Thompson sampling": "thompson", "epsilon-greedy": "epsilon_greedy", "uniform": "uniform",
+    "Beta-Bernoulli": "beta_bernoulli", "Normal (known variance)": "normal_known_variance",
+    "Normal-Inverse-Gamma": "normal_inverse_gamma", "FairX-LinTS": "fairx_lints", "FairX-LinUCB": "fairx_linucb",
+    "FairX-LinEG": "fairx_lineg", "LinUCB": "linucb", "LinTS": "lints", "BF-UCB": "bf_ucb", "BF-TS": "bf_ts",
+    "GEF": "gef", "MF": "mf", "TopInterval": "top_interval", "IntervalChaining": "interval_chaining",
+    "NaiveFair": "naive_fair", "GroupFairTopInterval": "group_fair_top_interval", "GroupFair-TS": "group_fair_ts",
+    "Fair-Greedy": "fair_greedy", "OFUL": "oful", "Greedy": "greedy",
+}
+
+
+def _readme_table() -> list[list[str]]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Algorithms"):]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| algorithm | paper | module | status |")
+    return [[c.strip() for c in row.strip("|").split("|")] for row in rows[1:] if not row.startswith("|---")]
+
+
+def test_readme_algorithm_table_exists_in_the_code():
+    """Every module of the algorithm table imports, and every algorithm it names is registered."""
+    import importlib
+
+    from bayesfair import registry
+
+    rows = _readme_table()
+    assert len(rows) >= 10
+    algorithms = " ".join(r[0] for r in rows)
+    modules = re.findall(r"`(bayesfair[\w.]*)`", " ".join(r[2] for r in rows))
+    assert modules
+    for module in modules:
+        importlib.import_module(module)
+    registered = set(registry.names("policy")) | set(registry.names("posterior"))
+    for shown, name in TABLE_NAMES.items():
+        assert re.search(rf"(?<![\w-]){re.escape(shown)}(?![\w-])", algorithms), f"{shown} not in the README table"
+        assert name in registered, f"{shown} ({name}) is in the README table but not registered"
+
+
+def test_readme_and_docs_links_resolve():
+    """Relative links and images of the README and the docs pages point at files that exist, and the
+    make targets the README names exist."""
+    pages = [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if not {"_build", "generated"} & set(p.parts))]
+    broken, checked = [], 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = target.split("#")[0]
+            if path.startswith("/"):  # the site's root (docs/)
+                resolved = DOCS / path.lstrip("/")
+            else:
+                resolved = page.parent / path
+            checked += 1
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert checked >= 50 and not broken, f"{checked} links checked; broken: {broken}"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for target in sorted(set(re.findall(r"`make ([\w-]+)", readme)) | set(re.findall(r"^make ([\w-]+)", readme, re.M))):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"README names `make {target}`: no such target"

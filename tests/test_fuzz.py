@@ -238,7 +238,7 @@ def param_value(draw, p: registry.Param, valid: Any = None, mode: str = "dirty")
             elems = _in_range_float(p) if (p.low is not None or p.high is not None) else _floats(-2.0, 2.0)
             out = draw(st.lists(elems, min_size=n, max_size=n))
             return sorted(out) if k == "pair" else out
-        if k == "ints":
+        if k in ("ints", "labels"):
             return draw(st.lists(_in_range_int(p), min_size=1, max_size=5))
         if k == "strs":
             return draw(st.lists(st.sampled_from(TEXTS), min_size=1, max_size=4))
@@ -250,21 +250,21 @@ def param_value(draw, p: registry.Param, valid: Any = None, mode: str = "dirty")
     if cat == "boundary":
         if k in ("int", "float"):
             return draw(st.sampled_from(_boundaries(p)))
-        if k in ("floats", "ints", "pair", "means", "float_or_floats"):
+        if k in ("floats", "ints", "labels", "pair", "means", "float_or_floats"):
             b = draw(st.sampled_from(_boundaries(p)))
             return [b, b] if k == "pair" else [b]
         return draw(st.sampled_from(JUNK))
     if cat == "nonfinite":
         v = draw(st.sampled_from([NAN, INF, -INF]))
-        if k in ("floats", "pair", "means", "float_or_floats", "ints"):
+        if k in ("floats", "pair", "means", "float_or_floats", "ints", "labels"):
             return draw(st.sampled_from([[v], [0.5, v], [v, 1.0]]))
         return v
     if cat == "huge":
         v = draw(st.sampled_from(HUGE))
-        if k in ("floats", "pair", "means", "float_or_floats", "ints"):
+        if k in ("floats", "pair", "means", "float_or_floats", "ints", "labels"):
             return draw(st.sampled_from([[v], [0.5, v], [-v, v]]))
         return v
-    if cat == "listbad" and k in ("floats", "ints", "strs", "pair", "means", "float_or_floats"):
+    if cat == "listbad" and k in ("floats", "ints", "labels", "strs", "pair", "means", "float_or_floats"):
         return draw(st.sampled_from([[0.5, "x"], [[0.5]], [True, 0.5], [0.1, 0.2, 0.3], [{}], [1, 2.5]]))
     return draw(st.sampled_from(JUNK))
 

@@ -2,8 +2,8 @@
 
 Each MyST notebook is read with jupytext and executed by nbclient in a fresh IPython kernel of
 this interpreter (a temporary kernelspec whose argv is ``sys.executable``, so the kernel is the
-test's own Python, whatever other kernels are installed). The kernel gets ``BAYESFAIR_DATA``
-(default: ``<repo>/../shared/data``, as the other data tests), no ``BAYESFAIR_NOTEBOOK_FULL``
+test's own Python, whatever other kernels are installed). The kernel gets ``BAYESFAIR_DATA`` set
+to the data folder of the one rule (``bayesfair.datasets.cache_dir()``), no ``BAYESFAIR_NOTEBOOK_FULL``
 (so the notebooks run at their small size), and matplotlib's inline backend, which is headless
 and is what turns figures into ``image/png`` outputs (``MPLBACKEND=Agg`` would silence them).
 A cell that raises fails the test with the cell's traceback (nbclient's CellExecutionError); a
@@ -18,7 +18,6 @@ kernelspec, the small/full switch, bayesfair imported before jax) run for all fo
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -26,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from bayesfair.datasets import cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "docs" / "notebooks"
-DATA = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
+DATA = cache_dir()  # the one data-folder rule (docs/datasets.md): BAYESFAIR_DATA, ../shared/data, user cache
 
 # notebook -> data files it reads (relative to BAYESFAIR_DATA), and whether it is slow
 CASES = {

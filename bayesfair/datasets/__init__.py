@@ -5,11 +5,12 @@ comes from and a note on its provenance; a file is only handed out after its che
 
 Where the files live
 --------------------
-``<cache>/<dataset>/<file>``, where ``<cache>`` is the ``BAYESFAIR_DATA`` environment variable if
-set, else a per-user cache folder: ``$XDG_CACHE_HOME/bayesfair`` (``~/.cache/bayesfair``) on Linux,
-``~/Library/Caches/bayesfair`` on macOS, ``%LOCALAPPDATA%\\bayesfair`` on Windows. The layout is that
-of the project's shared data folder, so ``BAYESFAIR_DATA=/path/to/shared/data`` uses it as is.
-:func:`cache_dir` tells which folder is in use.
+``<cache>/<dataset>/<file>``, where ``<cache>`` is, by the one rule every command follows
+(:func:`cache_dir`): the ``BAYESFAIR_DATA`` environment variable if set; else ``shared/data``
+beside the source checkout bayesfair is imported from, if it exists; else a per-user cache folder:
+``$XDG_CACHE_HOME/bayesfair`` (``~/.cache/bayesfair``) on Linux, ``~/Library/Caches/bayesfair`` on
+macOS, ``%LOCALAPPDATA%\\bayesfair`` on Windows. The layout is that of the project's shared data
+folder, so ``BAYESFAIR_DATA=/path/to/shared/data`` uses it as is.
 
 Checks and downloads
 --------------------

@@ -45,8 +45,35 @@ _TIMEOUT = 60.0  # seconds per socket operation
 # ----------------------------------------------------------------------------------------------
 
 
+#: The source checkout this package was imported from (its folder holds ``pyproject.toml``), or
+#: None for an installed copy: ``shared/data`` beside a checkout is the second place looked in.
+_CHECKOUT: Path | None = next((p for p in [Path(__file__).resolve().parents[2]] if (p / "pyproject.toml").is_file()),
+                              None)
+
+
+def _user_cache() -> Path:
+    """The platform's per-user cache folder for bayesfair."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME", "")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return (base / "bayesfair").absolute()
+
+
 def cache_dir() -> Path:
-    """The data folder in use: ``BAYESFAIR_DATA`` if set, else the platform's per-user cache folder.
+    """The data folder in use, by the one rule every command follows (the library, ``bayesfair
+    simulate``, ``bayesfair fit``, the model recipes, the experiments and the notebooks):
+
+    1. ``BAYESFAIR_DATA``, if set (and not empty);
+    2. else ``shared/data`` beside the source checkout that bayesfair is imported from
+       (``<checkout>/../shared/data``), if that folder exists: the project's layout, found from the
+       package's location, so it does not depend on the working directory;
+    3. else the platform's per-user cache folder: ``$XDG_CACHE_HOME/bayesfair``
+       (``~/.cache/bayesfair``) on Linux, ``~/Library/Caches/bayesfair`` on macOS,
+       ``%LOCALAPPDATA%\\bayesfair`` on Windows (where downloads go by default).
 
     Returns
     -------
@@ -56,14 +83,9 @@ def cache_dir() -> Path:
     env = os.environ.get("BAYESFAIR_DATA", "").strip()
     if env:
         return Path(env).expanduser().absolute()
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME", "")
-        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return (base / "bayesfair").absolute()
+    if _CHECKOUT is not None and (_CHECKOUT.parent / "shared" / "data").is_dir():
+        return (_CHECKOUT.parent / "shared" / "data").absolute()
+    return _user_cache()
 
 
 def _dataset(name: Any) -> Dataset:

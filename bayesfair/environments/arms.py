@@ -16,7 +16,7 @@ import numpy as np
 from bayesfair._validate import finite_array, finite_float
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
-from bayesfair.registry import POSITIVE, ConfigError, declare, integer, ints, strs
+from bayesfair.registry import POSITIVE, ConfigError, declare, group_label_list, integer, ints, strs
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms", "bernoulli_arms_config", "gaussian_arms_config"]
@@ -110,8 +110,9 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
     ----------
     means : array-like [K] or UniformMeans
         Fixed means in [0, 1], or a per-run uniform draw inside [0, 1].
-    groups : Groups or int sequence [K], optional
-        Group of each arm (one group if omitted).
+    groups : Groups or sequence [K] of int or str, optional
+        Group of each arm (one group if omitted): indices 0..m-1, or names, numbered in the order
+        they first appear (:meth:`bayesfair.Groups.from_labels`).
     """
     low, high = _means(means)
     if np.any(low < 0) or np.any(high > 1):
@@ -139,7 +140,7 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
 # ---------------------------------------------------------------------------------------------
 # config forms: means as numbers or {low, high}, groups as labels or sizes
 
-_ARMS = {"means": {"kind": "means"}, "n_arms": integer(1, 10_000, cap=True), "groups": ints(0),
+_ARMS = {"means": {"kind": "means"}, "n_arms": integer(1, 10_000, cap=True), "groups": group_label_list(),
          "group_sizes": ints(1), "group_names": strs()}
 
 

@@ -46,10 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import finite_array, finite_float, group_labels, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
-from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, strs
+from bayesfair.registry import POSITIVE, choice, declare, floats, group_label_list, integer, strs
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -467,7 +467,7 @@ def gmf_multigroup(
 @declare("environment",
          example={"features": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.1], [0.2, 0.9]],
                   "mean_reward": [0.1, 0.5, 0.3, 0.8], "groups": [0, 0, 1, 1], "n_candidates": 2},
-         groups=ints(0), noise_sd=POSITIVE, group_names=strs())
+         groups=group_label_list(), noise_sd=POSITIVE, group_names=strs())
 def gmf_population(
     features: Any,
     mean_reward: Any,
@@ -492,8 +492,9 @@ def gmf_population(
     ----------
     features : array-like [N, d]
     mean_reward : array-like [N]
-    groups : int array-like [N]
-        Labels 0..G-1, each used at least once (a group never offered is refused).
+    groups : int or str array-like [N]
+        Labels 0..G-1, each used at least once (a group never offered is refused), or group names
+        (numbered in the order they first appear, and then the default ``group_names``).
     n_candidates : int
         K candidates per round.
     noise_sd : float
@@ -509,13 +510,10 @@ def gmf_population(
         if np.abs(arr).max() > _MAX_MAGNITUDE:
             raise ValueError(f"{name} must have magnitudes <= {_MAX_MAGNITUDE:g} (contexts and rewards are float32), "
                              f"got {np.abs(arr).max():g}")
-    lab = np.asarray(groups)
+    lab, found = group_labels("groups", groups)  # indices, or names numbered in first-appearance order
     if lab.shape != (n,):
         raise ValueError(f"groups must have one label per row of features ({n}), got shape {lab.shape}")
-    if not np.issubdtype(lab.dtype, np.integer):
-        raise TypeError(f"groups must be integer labels, got dtype {lab.dtype}")
-    if lab.min() < 0:
-        raise ValueError(f"groups must be >= 0, got {lab.min()}")
+    group_names = found if group_names is None else group_names
     n_groups = int(lab.max()) + 1
     counts = np.bincount(lab, minlength=n_groups)
     never = np.flatnonzero(counts == 0)

@@ -18,7 +18,7 @@ from bayesfair._validate import finite_array
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
-from bayesfair.registry import POSITIVE, choice, declare, floats, integer, ints, pair, real
+from bayesfair.registry import POSITIVE, choice, declare, floats, group_label_list, integer, pair, real
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["linear_bandit"]
@@ -59,7 +59,7 @@ def _projection_quadrature(kind: str, d: int) -> tuple[np.ndarray, np.ndarray]:
          n_features=integer(1, 1_000, cap=True), theta=floats(), theta_scale=POSITIVE,
          contexts=choice("sphere", "gaussian", cap=True), context_mean=floats(),
          context_scale=real(0.0, 100.0, low_open=True, cap=True),
-         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=ints(0), reward_range=pair())
+         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=group_label_list(), reward_range=pair())
 def linear_bandit(
     n_arms: int,
     n_features: int,

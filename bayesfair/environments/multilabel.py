@@ -50,7 +50,7 @@ import numpy as np
 from bayesfair._validate import finite_array, finite_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
-from bayesfair.registry import choice, declare, integer, ints, real
+from bayesfair.registry import choice, declare, group_label_list, integer, real
 from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
@@ -440,7 +440,7 @@ def yeast_bandit(mode: str = "mab", split: str = "all", **kw: Any) -> Environmen
 @declare("environment", "yeast_bandit", mode=choice("mab", "linear"), split=choice("all", "train", "test"),
          part=choice("all", "validation", "test"), validation_fraction=real(0.0, 1.0, low_open=True, high_open=True),
          split_seed=integer(0), n_rff=integer(1, 1_000, cap=True), rff_scale={"kind": "float_or_str"},
-         key=integer(0), bias=real(0.0), ridge=real(0.0), groups=ints(0))
+         key=integer(0), bias=real(0.0), ridge=real(0.0), groups=group_label_list())
 def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all", validation_fraction: float = 0.2,
                         split_seed: int = 0, n_rff: int = 50, rff_scale: float | str = "median", key: int = 0,
                         standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6,

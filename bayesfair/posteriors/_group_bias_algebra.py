@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
-from bayesfair._validate import positive_int
+from bayesfair._validate import group_labels, positive_int
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
 
@@ -52,16 +52,10 @@ def check_bias_groups(group_of_arm: Any, *, reference: int = 0, min_arms: int = 
     ``min_arms`` arms (the paper requires |P_j| > 1 for every group, Section 3) and ``reference``
     must be one of the groups; there must be at least two groups (otherwise there is no bias).
     """
-    arr = np.asarray(group_of_arm)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{what} must be a non-empty 1-d sequence of group indices, got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"{what} must hold integer group indices, got dtype {arr.dtype}")
-    if arr.min() < 0:
-        raise ValueError(f"{what} must be >= 0, got {arr.min()}")
+    arr, names = group_labels(what, group_of_arm)
+    if names is not None:  # the reference group is an index: name the groups with group_names
+        raise TypeError(f"{what} must hold integer group indices (0 = the reference group by default; "
+                        f"group_names names them), got the names {list(names)}")
     m = int(arr.max()) + 1 if n_groups is None else positive_int("n_groups", n_groups)
     if arr.max() >= m:
         raise ValueError(f"{what} has group {int(arr.max())} but there are only {m} groups")
