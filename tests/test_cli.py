@@ -100,7 +100,8 @@ def test_simulate_interrupt_resume_plot_report_end_to_end(tiny_config, tmp_path,
     assert cli.main(["report", str(out / "tiny.nc"), "--out", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "tiny.report.md").read_text()
     page = (tmp_path / "rep" / "tiny.report.html").read_text()
-    assert "| EG |" in md and "![tiny.regret](tiny.regret.png)" in md and "floors_held" in md
+    assert "| EG |" in md and "![tiny.regret](tiny.regret.png)" in md and "floors held (share of runs)" in md
+    assert "![tiny.groups](tiny.groups.png)" in md and (tmp_path / "rep" / "tiny.report.csv").is_file()
     assert "data:image/png;base64," in page and "<table" in page
 
 
