@@ -349,7 +349,8 @@ def plot_sweep(table: Any, x: str, metrics: tuple[str, ...] = ("fairness_regret"
             xs = sub[x].to_numpy()
             xs = xs if xs.dtype.kind in "iuf" else np.asarray([str(v) for v in xs])
             ax.errorbar(xs, sub[metric].to_numpy(), yerr=se, marker="o", capsize=3, label=str(name))
-            curves.append(sub[metric].to_numpy(np.float64))
+            mag = np.abs(sub[metric].to_numpy(np.float64))  # a value within its s.e. of 0 has no scale
+            curves.append(mag + (np.nan_to_num(np.asarray(se, np.float64)) if se is not None else 0.0))
         ax.set_xlabel(x)
         label = f"{_metric_label(metric)} at T"
         if logy:
