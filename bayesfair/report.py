@@ -23,19 +23,15 @@ __all__ = ["print_tables", "sweep_table", "write_figures", "write_report", "repo
 
 
 def print_tables(ds: Any) -> None:
-    """Print the final regret table and the exposure shares of a study's results (``bayesfair demo``
-    and ``bayesfair simulate``)."""
-    import pandas as pd
-
-    from bayesfair import io
-
-    with pd.option_context("display.width", 140, "display.max_columns", 20, "display.precision", 3):
-        table = io.summary_table(ds)
-        print("\nCumulative regret at T (mean and standard error over runs):")
-        print(table[["fairness_regret", "fairness_regret_se", "reward_regret", "reward_regret_se",
-                     "regret", "regret_se"]].to_string(float_format=lambda v: f"{v:,.1f}"))
-        print("\nExposure share per arm at T (average pi_t over rounds and runs) vs merit share pi*:")
-        print(io.exposure_table(ds).to_string(float_format=lambda v: f"{v:.3f}"))
+    """Print the report's tables of a study's results (``bayesfair demo`` and ``bayesfair simulate``):
+    the final cumulative regrets per policy, the group table when the study has groups or floors,
+    and the exposure share per arm, with the column names and ± of :func:`write_report`."""
+    for heading, header, rows in _display_tables(report_frame(ds), bool(_sweep_keys(ds))):
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+        print(f"\n{heading}:")
+        for line in (header, *rows):
+            print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                            for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
 
 
 def _sweep_keys(ds: Any) -> list[str]:
@@ -108,10 +104,9 @@ METRIC_NAMES = {
     "bf_regret": "bi-level regret R*_beta",
     "group_fairness_regret": "group fairness regret",
 }
-_SUM = " (sum over rounds)"
 _QUANTITIES = {
-    **{METRIC_NAMES[m] + _SUM: (",.2f", "mc") for m in ("fairness_regret", "reward_regret", "regret", "bf_regret",
-                                                        "group_fairness_regret")},
+    **{METRIC_NAMES[m]: (",.2f", "mc") for m in ("fairness_regret", "reward_regret", "regret", "bf_regret",
+                                                 "group_fairness_regret")},
     METRIC_NAMES["reward"]: (",.2f", "mc"),
     "floors held (share of runs)": (".2f", "mc"),
     "wall time (s)": (".1f", "exact"),
@@ -125,7 +120,8 @@ _QUANTITIES = {
 _TABLES = {  # table -> (heading, label fields, column: "quantity" or "policy")
     "policies": ("Final cumulative regret per policy (mean ± Monte Carlo standard error over runs)", ["policy"],
                  "quantity"),
-    "groups": ("Groups at T: exposure, pulls and floors per policy and group (mean ± standard error over runs)",
+    "groups": ("Groups at T: exposure, pulls, floors and cumulative fairness regret per policy and group (mean ± "
+               "standard error over runs)",
                ["policy", "group"], "quantity"),
     "arms": ("Exposure share per arm at T, one column per policy, vs the fair share pi* (mean ± standard error "
              "over runs)", ["arm"],
@@ -192,7 +188,7 @@ def report_frame(ds: Any):
             p = last.sel(policy=pol)
             for m in ("fairness_regret", "reward_regret", "regret", "bf_regret"):
                 if m in p:
-                    add("policies", point, METRIC_NAMES[m] + _SUM, p[m].values, pol)
+                    add("policies", point, METRIC_NAMES[m], p[m].values, pol)
             if "reward" in p:
                 add("policies", point, METRIC_NAMES["reward"], p["reward"].values, pol)
             if "anytime_slack" in p:
@@ -209,7 +205,7 @@ def report_frame(ds: Any):
                 if "anytime_slack" in pg:
                     add("groups", point, "floor held (share of runs)", (pg["anytime_slack"] >= 0).values, pol, name)
                 if "group_fairness_regret" in pg:
-                    add("groups", point, METRIC_NAMES["group_fairness_regret"] + _SUM,
+                    add("groups", point, METRIC_NAMES["group_fairness_regret"],
                         pg["group_fairness_regret"].values, pol, name)
             if not sweep:
                 for a, lab in enumerate(labels):
