@@ -232,6 +232,12 @@ def format_cell(mean: float, se: float, quantity: str) -> str:
     return f"{text} ± n/a" if kind == "mc" else text
 
 
+def _heading(table: str, sweep: bool) -> str:
+    """The heading of a report table (``"... per sweep point, policy ..."`` in sweeps)."""
+    heading = _TABLES[table][0]
+    return heading.replace(" per ", " per sweep point, ", 1) if sweep else heading
+
+
 def _display_tables(frame: Any, sweep: bool) -> list[tuple[str, list[str], list[list[str]]]]:
     """(heading, header, rows of cells) of every table of ``frame`` (see :func:`report_frame`)."""
     out = []
@@ -240,8 +246,7 @@ def _display_tables(frame: Any, sweep: bool) -> list[tuple[str, list[str], list[
         if sub.empty:
             continue
         fields = (["sweep point"] if sweep else []) + fields
-        if sweep:
-            heading = heading.replace("per policy", "per sweep point and policy")
+        heading = _heading(table, sweep)
         columns: list[str] = []
         cells: dict[tuple[str, ...], dict[str, str]] = {}
         for r in sub.itertuples(index=False):

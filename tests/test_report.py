@@ -103,13 +103,11 @@ def test_markdown_html_and_frame_agree(which, request, tmp_path):
     direct = report.report_frame(ds)
     pd.testing.assert_frame_equal(frame, direct, check_dtype=False)
     sweep = which == "swept"
-    for table, (heading, fields, by) in report._TABLES.items():
+    for table, (_, fields, by) in report._TABLES.items():
         rows = direct[direct["table"] == table]
         if rows.empty:
             continue
-        if sweep:
-            heading = heading.replace("per policy", "per sweep point and policy")
-        header, *cells = md_tables[heading]
+        header, *cells = md_tables[report._heading(table, sweep)]
         fields = (["sweep point"] if sweep else []) + fields
         assert header[: len(fields)] == fields
         index = {tuple(c[: len(fields)]): c for c in cells}
