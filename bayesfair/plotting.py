@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_regret", "plot_exposure", "plot_group_exposure", "save_figure", "place_legend", "arm_labels",
-           "has_groups"]
+__all__ = ["plot_regret", "plot_exposure", "plot_group_exposure", "save_figure", "place_legend", "arm_labels"]
 
 
 def _plt():
@@ -277,11 +276,6 @@ def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
     fig.suptitle(f"group exposure against the floors: mean over {ds.sizes['run']} runs, band "
                  f"{int(band[0] * 100)}-{int(band[1] * 100)}% of runs", fontsize=9)
     return _finish(fig, [axes[0][-1]], "outside")
-
-
-def has_groups(ds: Any) -> bool:
-    """Whether results have more than one group or exposure floors (then group figures/tables apply)."""
-    return "group_exposure" in ds and ("group_floor" in ds or ds.sizes.get("group", 1) > 1)
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:

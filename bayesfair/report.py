@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["print_tables", "sweep_table", "write_figures", "write_report", "report_frame", "format_cell",
-           "METRIC_NAMES"]
+           "has_groups", "METRIC_NAMES"]
 
 
 def print_tables(ds: Any) -> None:
@@ -32,6 +32,11 @@ def print_tables(ds: Any) -> None:
         for line in (header, *rows):
             print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
                             for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+
+
+def has_groups(ds: Any) -> bool:
+    """Whether results have more than one group or exposure floors (then the group figure and table apply)."""
+    return "group_exposure" in ds and ("group_floor" in ds or ds.sizes.get("group", 1) > 1)
 
 
 def _sweep_keys(ds: Any) -> list[str]:
@@ -90,7 +95,7 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
         return [plotting.save_figure(fig, folder / f"{prefix}sweep.png")]
     out = [plotting.save_figure(plotting.plot_regret(ds, logx=logx), folder / f"{prefix}regret.png"),
            plotting.save_figure(plotting.plot_exposure(ds), folder / f"{prefix}exposure.png")]
-    if plotting.has_groups(ds):
+    if has_groups(ds):
         out.append(plotting.save_figure(plotting.plot_group_exposure(ds), folder / f"{prefix}groups.png"))
     return out
 
@@ -169,7 +174,7 @@ def report_frame(ds: Any):
     """
     import pandas as pd
 
-    from bayesfair.plotting import arm_labels, has_groups
+    from bayesfair.plotting import arm_labels
 
     rows: list[dict[str, Any]] = []
 
