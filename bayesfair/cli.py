@@ -133,17 +133,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--hold-in-xla", type=_positive_float, help=argparse.SUPPRESS)  # test hook: see _hold_in_xla
 
     pl = sub.add_parser("plot", help="regret and exposure figures of a results file", epilog=_EPILOG,
-                        description="Write regret.png (cumulative fairness and reward regret: mean over runs "
-                                    "with a 10-90%% band) and exposure.png (exposure share per arm vs pi*) "
-                                    "next to the results, or sweep.png for a sweep.")
+                        description="Write regret.png (cumulative fairness and reward regret, and the bi-level "
+                                    "regret when recorded: mean over runs with a 10-90%% band), exposure.png "
+                                    "(exposure share per arm vs pi*) and, with groups or floors, groups.png "
+                                    "(group exposure over rounds against the floors) next to the results, or "
+                                    "sweep.png for a sweep.")
     pl.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
     pl.add_argument("--out", type=Path, help="folder for the figures (default: the results' folder)")
     pl.add_argument("--logx", action="store_true", help="logarithmic round axis")
 
     r = sub.add_parser("report", help="markdown + HTML summary of a results file", epilog=_EPILOG,
                        description="Write <name>.report.md and <name>.report.html: configuration, the "
-                                   "final regret table (mean and standard error over runs), exposure "
-                                   "shares and the figures (embedded in the HTML).")
+                                   "final regret table (mean ± standard error over runs), the group table "
+                                   "(with groups or floors), exposure shares and the figures (embedded in the "
+                                   "HTML); and <name>.report.csv, the same numbers as a tidy table.")
     r.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
     r.add_argument("--out", type=Path, help="folder for the report (default: the results' folder)")
 

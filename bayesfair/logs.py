@@ -15,12 +15,13 @@ column                    meaning
                           draws groups per round)
 ``selected``              whether the policy played this candidate (bool; one per round)
 ``propensity``            pi_t(a), the policy's selection probability (the logging propensity)
-``observed_reward``       the reward the candidate returns this round (the feedback the policy sees
-                          when it plays it; for other candidates the counterfactual the simulator
-                          drew, unseen by the policy)
-``true_reward``           the unbiased reward: the environment's ``Round.extra["true"]`` under biased
-                          feedback (the biased-feedback environments record the noise-free true
-                          reward beta_i . x there), else equal to ``observed_reward``
+``observed_reward``       the reward the policy observed: the chosen candidate's reward (the feedback
+                          it sees); NaN for the candidates it did not choose (nothing observed)
+``true_reward``           the unbiased reward of every candidate: the environment's
+                          ``Round.extra["true"]`` under biased feedback (the biased-feedback
+                          environments record the noise-free true reward beta_i . x there), else the
+                          reward the simulator drew for it (equal to ``observed_reward`` for the
+                          chosen candidate; the unseen counterfactual for the others)
 ``expected_reward``       the candidate's expected reward mu_t,a this round
 ``<extra>``               every other per-candidate value the environment reports (``Round.extra``)
 ========================  =========================================================================
@@ -138,15 +139,16 @@ class RoundLog:
             action = d["action"][:, :t]
             reward = d["reward"][:, :t].astype(np.float64)
             true = d.get(f"extra_{self.true_reward}")
+            selected = action[:, :, None] == np.arange(k)  # [R, t, K]
             cols: dict[str, Any] = {
                 "policy": np.full(r * t * k, name, dtype=object),
                 "run": np.repeat(np.arange(r), t * k),
                 "round": np.tile(np.repeat(np.arange(1, t + 1), k), r),
                 "candidate": np.tile(np.arange(k), r * t),
                 "group": np.asarray(self.group_names, dtype=object)[d["group"][:, :t].reshape(-1)],
-                "selected": (action[:, :, None] == np.arange(k)).reshape(-1),
+                "selected": selected.reshape(-1),
                 "propensity": d["probs"][:, :t].astype(np.float64).reshape(-1),
-                "observed_reward": reward.reshape(-1),
+                "observed_reward": np.where(selected, reward, np.nan).reshape(-1),
                 "true_reward": (reward if true is None else true[:, :t].astype(np.float64)).reshape(-1),
                 "expected_reward": d["mean"][:, :t].astype(np.float64).reshape(-1),
             }

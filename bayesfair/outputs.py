@@ -11,7 +11,7 @@ Before a study (or sweep) plays its first round, :func:`preflight` checks its ou
 - a resume file (saved progress) is continued only with ``resume=True`` and discarded only with
   ``restart=True`` (CLI ``--restart``); otherwise the study is refused, saying which round it
   reached;
-- reports and figures named after the study (``<name>.report.md``/``.html``,
+- reports and figures named after the study (``<name>.report.md``/``.html``/``.csv``,
   ``<name>.*.png``) describe the results file next to them: when a new results file replaces
   another study's, they are removed (and listed); stale ones with no results file beside them
   are refused unless ``overwrite=True``.
@@ -101,7 +101,7 @@ def derived_files(folder: Path, stem: str) -> list[Path]:
     """Reports and figures written for the results ``<folder>/<stem>.nc`` (by plot/report)."""
     if not folder.is_dir():
         return []
-    found = [folder / f"{stem}.report.md", folder / f"{stem}.report.html"]
+    found = [folder / f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
     found += sorted(folder.glob(f"{_glob_escape(stem)}.*.png"))
     return [p for p in found if p.is_file()]
 

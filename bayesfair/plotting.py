@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_regret", "plot_exposure", "save_figure"]
+__all__ = ["plot_regret", "plot_exposure", "plot_group_exposure", "save_figure", "place_legend", "arm_labels"]
 
 
 def _plt():
@@ -31,53 +31,251 @@ def _compact_rounds(ax) -> None:
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
 
 
-def plot_regret(ds: Any, metrics: tuple[str, ...] = ("fairness_regret", "reward_regret"),
-                band: tuple[float, float] = (0.1, 0.9), logx: bool = False):
-    """Cumulative regret over rounds: mean over runs with a quantile band, one panel per metric."""
+def _metric_label(metric: str) -> str:
+    from bayesfair.report import METRIC_NAMES
+
+    return METRIC_NAMES.get(metric, metric.replace("_", " "))
+
+
+def _inside(box, xy: np.ndarray) -> bool:
+    return bool(((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)).any())
+
+
+def _legend_overlaps(ax, legend) -> bool:
+    """Whether ``legend``'s box touches any line, band, bar or marker drawn in ``ax``."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.path import Path as MPath
+
+    renderer = ax.figure.canvas.get_renderer()
+    box = legend.get_window_extent(renderer).padded(4)
+    for line in ax.get_lines():
+        xy = line.get_transform().transform(line.get_xydata())
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy) and (MPath(xy).intersects_bbox(box, filled=False) if line.get_linestyle() not in ("None", "")
+                        else _inside(box, xy)):
+            return True
+    for patch in ax.patches:
+        if patch.get_transform().transform_path(patch.get_path()).intersects_bbox(box, filled=True):
+            return True
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection):  # scatter markers: their positions
+            xy = coll.get_offset_transform().transform(coll.get_offsets())
+            if len(xy) and _inside(box, xy):
+                return True
+            continue
+        trans = coll.get_transform()
+        for path in coll.get_paths():  # bands, error bars, hlines
+            if trans.transform_path(path).intersects_bbox(box, filled=True):
+                return True
+    return False
+
+
+def place_legend(ax: Any, where: str = "auto", **kw: Any):
+    """Put ``ax``'s legend where it covers no data.
+
+    ``where="outside"``: to the right of the axes. ``"free"``/``"auto"``: the first of the four
+    inside corners whose legend box touches no line, band, bar or marker of ``ax`` (checked
+    against what is drawn, in display coordinates); ``"auto"`` falls back to outside when no
+    corner is free, ``"free"`` raises ``ValueError``. Call it after the data are drawn and the
+    layout is done (the check uses the final axes size). Returns the legend (None without labels).
+    """
+    if where not in ("auto", "free", "outside"):
+        raise ValueError(f"where must be 'auto', 'free' or 'outside', got {where!r}")
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    kw.setdefault("fontsize", 8)
+    if where != "outside":
+        for loc in ("upper left", "upper right", "lower right", "lower left"):
+            legend = ax.legend(handles, labels, loc=loc, **kw)
+            if not _legend_overlaps(ax, legend):
+                return legend
+        if where == "free":
+            raise ValueError("no corner of the axes is free of data for the legend")
+    kw.setdefault("bbox_to_anchor", (1.02, 1.0))
+    return ax.legend(handles, labels, loc="upper left", borderaxespad=0.0, **kw)
+
+
+def _free_corner(ax, **kw: Any) -> bool:
+    """Whether some inside corner of ``ax`` can hold its legend without covering data."""
+    try:
+        return place_legend(ax, "free", **kw) is not None
+    except ValueError:
+        return False
+
+
+def _finish(fig, legend_axes: Any, where: str = "auto", **kw: Any):
+    """Lay out ``fig``, place the legends of ``legend_axes`` (see :func:`place_legend`), lay out again."""
+    fig.tight_layout()
+    for ax in legend_axes:
+        place_legend(ax, where, **kw)
+    fig.tight_layout()
+    return fig
+
+
+def _needs_symlog(curves: list[np.ndarray], ratio: float = 30.0) -> tuple[bool, float]:
+    """(symmetric log wanted, its linear threshold) for curves whose magnitudes differ by > ``ratio``.
+
+    The magnitude of a curve is its largest absolute value; the threshold is the power of ten at
+    or below the smallest magnitude (at least 1e-4 of the largest), so every curve leaves the
+    linear band around 0 and stays readable.
+    """
+    mags = np.array([np.nanmax(np.abs(c)) if np.isfinite(c).any() else 0.0 for c in curves])
+    mags = mags[mags > 0]
+    if mags.size < 2 or mags.max() <= ratio * mags.min():
+        return False, 1.0
+    floor = max(mags.min(), mags.max() * 1e-4)
+    return True, float(10.0 ** np.floor(np.log10(floor)))
+
+
+def _scaled(ax, curves: list[np.ndarray], scale: str, label: str) -> str:
+    """Apply ``scale`` ("auto", "linear", "symlog") to ``ax``'s y axis; returns the y label."""
+    if scale not in ("auto", "linear", "symlog"):
+        raise ValueError(f"scale must be 'auto', 'linear' or 'symlog', got {scale!r}")
+    wanted, thresh = _needs_symlog(curves)
+    if scale == "symlog" or (scale == "auto" and wanted):
+        ax.set_yscale("symlog", linthresh=thresh)
+        ax.axhline(0.0, color="0.4", linewidth=0.6)
+        return f"{label}\n(symmetric log scale, linear within +-{thresh:g})"
+    return label
+
+
+def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[float, float] = (0.1, 0.9),
+                logx: bool = False, scale: str = "auto"):
+    """Cumulative regret over rounds: mean over runs with a quantile band, one panel per metric.
+
+    ``metrics`` defaults to the fairness and reward regrets, plus the bi-level regret ``bf_regret``
+    when the results have it. ``scale="auto"`` draws a panel on a symmetric-log y axis when the
+    policies' curves differ by more than a factor 30 in magnitude (so one policy at -9,000 does
+    not flatten the others to a line at 0); ``"linear"``/``"symlog"`` force one. The legend sits
+    in a corner free of data, else outside the axes.
+    """
+    if metrics is None:
+        metrics = ("fairness_regret", "reward_regret", *(("bf_regret",) if "bf_regret" in ds else ()))
+    missing = [m for m in metrics if m not in ds]
+    if missing:
+        raise ValueError(f"the results have no {missing} (variables: {list(ds.data_vars)})")
     plt = _plt()
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     t = ds["checkpoint"].values
     for ax, metric in zip(axes[0], metrics, strict=True):
+        curves = []
         for name in ds["policy"].values:
             arr = ds[metric].sel(policy=name).values  # [run, checkpoint]
             mean = arr.mean(axis=0)
             lo, hi = np.quantile(arr, band, axis=0)
             (line,) = ax.plot(t, mean, label=str(name))
             ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            curves.append(mean)
         ax.set_xlabel("round t")
-        ax.set_ylabel(metric.replace("_", " "))
+        ax.set_ylabel(_scaled(ax, curves, scale, f"cumulative {_metric_label(metric)}"))
         if logx:
             ax.set_xscale("log")
         else:
             _compact_rounds(ax)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
     fig.suptitle(f"mean over {ds.sizes['run']} runs, band {int(band[0] * 100)}-{int(band[1] * 100)}% of runs",
                  fontsize=9)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, [axes[0][-1]], "outside")
+
+
+def arm_labels(ds: Any, compact: bool = False) -> list[str]:
+    """Arm labels with their mean and (with more than one group) group: ``"arm 3 (mu=0.42, minority)"``.
+
+    ``mu~0.42`` marks a mean averaged over runs (means drawn per run). ``compact=True`` puts the
+    parts on separate lines (``"arm 3\\nmu=0.42\\nminority"``) for axis ticks.
+    """
+    arms = ds["arm"].values
+    parts = [[f"arm {a}"] for a in arms]
+    if "mean" in ds:
+        mean = np.asarray(ds["mean"].values, np.float64).reshape(-1, arms.size)
+        sign = "~" if np.ptp(mean, axis=0).max() > 1e-9 else "="
+        for p, m in zip(parts, mean.mean(axis=0), strict=True):
+            p.append(f"mu{sign}{m:.2f}")
+    if "arm_group" in ds.coords and "group" in ds.coords and ds.sizes.get("group", 1) > 1:
+        groups = [str(g) for g in ds["group"].values]
+        ag = np.asarray(ds["arm_group"].values).reshape(-1, arms.size)[0]
+        for p, g in zip(parts, ag, strict=True):
+            p.append(groups[int(g)])
+    if compact:
+        return ["\n".join(p) for p in parts]
+    return [p[0] + (f" ({', '.join(p[1:])})" if len(p) > 1 else "") for p in parts]
+
+
+def _arm_ticks(ax, ds: Any) -> None:
+    arms = ds["arm"].values
+    ax.set_xticks(arms)
+    ax.set_xticklabels(arm_labels(ds, compact=True), fontsize=7)
+    varies = "mean" in ds and np.ptp(np.asarray(ds["mean"].values).reshape(-1, arms.size), axis=0).max() > 1e-9
+    ax.set_xlabel("arm (mu: its mean" + (", averaged over runs: drawn per run)" if varies else ")"))
 
 
 def plot_exposure(ds: Any, checkpoint: int = -1):
-    """Average exposure share per arm of every policy next to the optimal fair exposure pi*."""
+    """Average exposure share per arm of every policy next to the optimal fair exposure pi*.
+
+    Arms are labelled by their mean (and group); the legend sits outside the axes.
+    """
     plt = _plt()
     t = int(ds["checkpoint"].values[checkpoint])
     share = (ds["exposure"].isel(checkpoint=checkpoint) / t).mean("run")  # [policy, arm]
-    pi_star = ds["pi_star"].mean("run").values
     arms = ds["arm"].values
     names = list(ds["policy"].values)
     width = 0.8 / max(len(names), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * arms.size * (1 + 0.15 * len(names))), 4.0))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.6 * arms.size * (1 + 0.15 * len(names))), 4.2))
     for i, name in enumerate(names):
         ax.bar(arms - 0.4 + width * (i + 0.5), share.sel(policy=name).values, width, label=str(name))
-    ax.plot(arms, pi_star, "k_", markersize=18, markeredgewidth=2.5, label="optimal fair pi*")
-    ax.set_xticks(arms)
-    ax.set_xlabel("arm")
+    if "pi_star" in ds:
+        ax.plot(arms, ds["pi_star"].mean("run").values, "k_", markersize=18, markeredgewidth=2.5,
+                label="optimal fair pi*")
+    _arm_ticks(ax, ds)
     ax.set_ylabel(f"average exposure after {t:,} rounds")
-    ax.legend(fontsize=8, ncol=2)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, [ax], "outside")
+
+
+def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
+    """Group exposure over rounds against the exposure floors beta_g, one column per group.
+
+    Top row: the expected exposure share (1/t) sum_s pi_s(g); bottom row: the pull share
+    N_g,t / t, which the floors bound (a floor holds in a run when N_g,s >= floor(beta_g s) at
+    every round s, the results' ``anytime_slack``). Lines: mean over runs with a ``band``
+    quantile band; dashed: the floor; legend: each policy's share of runs where all floors held.
+    Needs results with groups (``group_exposure``); the floor lines need ``group_floor``.
+    """
+    if "group_exposure" not in ds or "group" not in ds.dims:
+        raise ValueError("the results have no groups (no group_exposure): nothing to plot per group")
+    plt = _plt()
+    groups = [str(g) for g in ds["group"].values]
+    t = ds["checkpoint"].values.astype(np.float64)
+    floors = np.asarray(ds["group_floor"].values, np.float64) if "group_floor" in ds else None
+    held = None
+    if "anytime_slack" in ds:
+        held = (ds["anytime_slack"].isel(checkpoint=-1).min("group") >= 0).mean("run").values
+    fig, axes = plt.subplots(2, len(groups), figsize=(4.6 * len(groups) + 1.6, 6.4), squeeze=False,
+                             sharex=True, sharey="row")
+    rows = (("group_exposure", "exposure share (1/t) sum pi_s(g)"), ("group_pulls", "pull share N_g,t / t"))
+    for r, (var, ylabel) in enumerate(rows):
+        for g, ax in enumerate(axes[r]):
+            for i, name in enumerate(ds["policy"].values):
+                arr = ds[var].sel(policy=name).isel(group=g).values / t[None, :]  # [run, checkpoint]
+                label = str(name) + (f" (floors held in {held[i]:.0%} of runs)" if held is not None else "")
+                (line,) = ax.plot(t, arr.mean(axis=0), label=label, linewidth=1.2)
+                if arr.shape[0] > 1:
+                    lo, hi = np.quantile(arr, band, axis=0)
+                    ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+            if floors is not None:
+                ax.axhline(floors[g], color="k", linestyle="--", linewidth=1.2, label="floor beta_g")
+            ax.set_xscale("log")
+            ax.grid(alpha=0.3)
+            if r == 0:
+                ax.set_title(f"group {groups[g]}" + (f" (floor {floors[g]:g})" if floors is not None else ""),
+                             fontsize=10)
+            else:
+                ax.set_xlabel("round t")
+        axes[r][0].set_ylabel(ylabel)
+    fig.suptitle(f"group exposure against the floors: mean over {ds.sizes['run']} runs, band "
+                 f"{int(band[0] * 100)}-{int(band[1] * 100)}% of runs", fontsize=9)
+    return _finish(fig, [axes[0][-1]], "outside")
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
@@ -99,6 +297,7 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
 
     ``rounds`` are checkpoint rounds of ``ds`` (e.g. ``(2000, 2000000)`` for FairX Figure 1);
     shares are averaged over runs. pi* is averaged over runs too (constant for MAB data bandits).
+    Arms are labelled by their mean; the legend sits outside the axes.
     """
     plt = _plt()
     rounds = [int(r) for r in np.atleast_1d(rounds)]
@@ -110,49 +309,53 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
     names = list(ds["policy"].values)
     pi_star = ds["pi_star"].mean("run").values
     width = 0.8 / max(len(names), 1)
-    panel_w = max(5.0, 0.32 * arms.size * (1 + 0.15 * len(names)))
+    panel_w = max(5.0, 0.5 * arms.size * (1 + 0.15 * len(names)))
     fig, axes = plt.subplots(1, len(rounds), figsize=(panel_w * len(rounds), 4.0), squeeze=False, sharey=True)
     for ax, r in zip(axes[0], rounds, strict=True):
         share = (ds["exposure"].sel(checkpoint=r) / r).mean("run")  # [policy, arm]
         for i, name in enumerate(names):
             ax.bar(arms - 0.4 + width * (i + 0.5), share.sel(policy=name).values, width, label=str(name))
         ax.plot(arms, pi_star, "k_", markersize=14, markeredgewidth=2.5, label="optimal fair pi*")
-        ax.set_xticks(arms)
-        ax.set_xlabel("arm")
+        _arm_ticks(ax, ds)
         ax.set_title(f"after {r:,} rounds", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel(f"average exposure (mean over {ds.sizes['run']} runs)")
-    axes[0][0].legend(fontsize=8, ncol=2)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, [axes[0][-1]], "outside")
 
 
 def plot_sweep(table: Any, x: str, metrics: tuple[str, ...] = ("fairness_regret", "reward_regret"),
-               logy: bool = False, title: str | None = None):
+               logy: bool = False, title: str | None = None, scale: str = "auto"):
     """Final metric vs a swept parameter: one line per policy with +-1 standard-error bars.
 
     ``table`` is a pandas DataFrame with columns ``policy``, ``x`` and, for every metric, the
-    metric and (optionally) ``<metric>_se``.
+    metric and (optionally) ``<metric>_se``. ``logy`` draws log y axes; otherwise ``scale``
+    chooses linear or symmetric-log y axes as in :func:`plot_regret`. The legend sits outside.
     """
     plt = _plt()
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
+        curves = []
         for name, sub in table.groupby("policy", sort=False):
             sub = sub.sort_values(x)
             se = sub[f"{metric}_se"].to_numpy() if f"{metric}_se" in sub else None
-            ax.errorbar(sub[x].to_numpy(), sub[metric].to_numpy(), yerr=se, marker="o", capsize=3, label=str(name))
+            xs = sub[x].to_numpy()
+            xs = xs if xs.dtype.kind in "iuf" else np.asarray([str(v) for v in xs])
+            ax.errorbar(xs, sub[metric].to_numpy(), yerr=se, marker="o", capsize=3, label=str(name))
+            mag = np.abs(sub[metric].to_numpy(np.float64))  # a value within its s.e. of 0 has no scale
+            curves.append(mag + (np.nan_to_num(np.asarray(se, np.float64)) if se is not None else 0.0))
         ax.set_xlabel(x)
-        ax.set_ylabel(f"final {metric.replace('_', ' ')}")
+        label = f"{_metric_label(metric)} at T"
         if logy:
             ax.set_yscale("log")
+        else:
+            label = _scaled(ax, curves, scale, label)
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, [axes[0][-1]], "outside")
 
 
 __all__ += ["plot_exposure_at", "plot_sweep"]
@@ -197,7 +400,8 @@ def plot_merit_exposure(tree: Any, level: str = "arm", ci_prob: float = 0.9, ax:
     group (``"group"``: pi*_g = sum_{a in g} pi*_a; ``"bilevel"``: the beta-bi-level optimum).
     The line is the equal-tailed ``ci_prob`` posterior interval with its median (dot); the
     observed average exposure (x) and pull share (+) come from the tree's ``observed_exposure``
-    group, and the right margin prints P(under-exposed) when the tree has it.
+    group, and the right margin prints P(under-exposed) when the tree has it. The legend takes a
+    corner free of data, else the space right of the axes (past the P(under) margin).
     """
     if level not in _FOREST_LEVELS:
         raise ValueError(f"level must be one of {tuple(_FOREST_LEVELS)}, got {level!r}")
@@ -220,7 +424,8 @@ def plot_merit_exposure(tree: Any, level: str = "arm", ci_prob: float = 0.9, ax:
     if obs is not None and pull_name in obs:
         ax.plot(obs[pull_name].values, y, "+", color="C2", markersize=9, markeredgewidth=1.5, label="pull share")
     under = tree["under_exposure"].dataset if "under_exposure" in tree.children else None
-    if under is not None and p_name in under:
+    margin = under is not None and p_name in under
+    if margin:
         trans = ax.get_yaxis_transform()
         for yi, p in zip(y, under[p_name].values, strict=True):
             ax.text(1.01, yi, f"P(under)={p:.2f}", transform=trans, va="center", fontsize=7)
@@ -229,9 +434,11 @@ def plot_merit_exposure(tree: Any, level: str = "arm", ci_prob: float = 0.9, ax:
     ax.set_ylabel(dim)
     ax.set_xlabel("share of exposure")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    if not _free_corner(ax, fontsize=7):  # (a free corner found keeps the legend there)
+        place_legend(ax, "outside", fontsize=7, bbox_to_anchor=(1.2 if margin else 1.02, 1.0))
     fig.tight_layout()
     return fig
 
@@ -247,7 +454,8 @@ def plot_exposure_over_time(ds: Any, policy: str, tree: Any = None, level: str =
     ``tree`` (one run's posterior after the last round), the ``ci_prob`` interval of pi*_a (or
     pi*_g) is drawn as a shaded band of the same color over the rounds, and its median dashed;
     ``run`` then defaults to the tree's run (``tree.attrs["run"]``), so lines and bands belong to
-    the same run. ``items`` restricts the plot to some arm (group) coordinates.
+    the same run. ``items`` restricts the plot to some arm (group) coordinates. The legend takes a
+    corner free of data, else the space right of the axes.
     """
     if level not in ("arm", "group"):
         raise ValueError(f"level must be 'arm' or 'group', got {level!r}")
@@ -297,9 +505,7 @@ def plot_exposure_over_time(ds: Any, policy: str, tree: Any = None, level: str =
     extra = f"; shaded: posterior {int(100 * ci_prob)}% interval of the fair share" if post is not None else ""
     ax.set_title(f"{policy}: {what}{extra}", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, [ax], "auto", fontsize=7)
 
 
 def plot_psi_forest(tree: Any, var: str = "psi", ci_prob: float = 0.9, ax: Any = None, title: str | None = None):

@@ -18,23 +18,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["print_tables", "sweep_table", "write_figures", "write_report"]
+__all__ = ["print_tables", "sweep_table", "write_figures", "write_report", "report_frame", "format_cell",
+           "has_groups", "METRIC_NAMES"]
 
 
 def print_tables(ds: Any) -> None:
-    """Print the final regret table and the exposure shares of a study's results (``bayesfair demo``
-    and ``bayesfair simulate``)."""
-    import pandas as pd
+    """Print the report's tables of a study's results (``bayesfair demo`` and ``bayesfair simulate``):
+    the final cumulative regrets per policy, the group table when the study has groups or floors,
+    and the exposure share per arm, with the column names and ± of :func:`write_report`."""
+    for heading, header, rows in _display_tables(report_frame(ds), bool(_sweep_keys(ds))):
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+        print(f"\n{heading}:")
+        for line in (header, *rows):
+            print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                            for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
 
-    from bayesfair import io
 
-    with pd.option_context("display.width", 140, "display.max_columns", 20, "display.precision", 3):
-        table = io.summary_table(ds)
-        print("\nCumulative regret at T (mean and standard error over runs):")
-        print(table[["fairness_regret", "fairness_regret_se", "reward_regret", "reward_regret_se",
-                     "regret", "regret_se"]].to_string(float_format=lambda v: f"{v:,.1f}"))
-        print("\nExposure share per arm at T (average pi_t over rounds and runs) vs merit share pi*:")
-        print(io.exposure_table(ds).to_string(float_format=lambda v: f"{v:.3f}"))
+def has_groups(ds: Any) -> bool:
+    """Whether results have more than one group or exposure floors (then the group figure and table apply)."""
+    return "group_exposure" in ds and ("group_floor" in ds or ds.sizes.get("group", 1) > 1)
 
 
 def _sweep_keys(ds: Any) -> list[str]:
@@ -70,7 +72,12 @@ def sweep_table(ds: Any, checkpoint: int = -1):
 
 
 def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> list[Path]:
-    """Regret and exposure figures of a study (or the sweep figure of a sweep) into ``folder``."""
+    """Regret and exposure figures of a study (or the sweep figure of a sweep) into ``folder``.
+
+    A single study gives ``<stem>.regret.png`` (with the bi-level regret when recorded),
+    ``<stem>.exposure.png`` and, when it has groups or floors, ``<stem>.groups.png`` (group
+    exposure over rounds against the floors).
+    """
     from bayesfair import plotting
 
     prefix = f"{stem}." if stem else ""
@@ -86,53 +93,194 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
         fig = plotting.plot_sweep(table, x=x, metrics=metrics,
                                   title=f"final regret over {x} (mean +- 1 s.e. over runs)")
         return [plotting.save_figure(fig, folder / f"{prefix}sweep.png")]
-    return [plotting.save_figure(plotting.plot_regret(ds, logx=logx), folder / f"{prefix}regret.png"),
-            plotting.save_figure(plotting.plot_exposure(ds), folder / f"{prefix}exposure.png")]
-
-
-def _md_table(df: Any, fmt: str = "{:,.3f}") -> str:
-    import numpy as np
-
-    cols = [df.index.name or ""] + [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for idx, row in df.iterrows():
-        cells = [str(idx)]
-        for v in row.values:
-            if isinstance(v, (float, np.floating)):
-                cells.append("" if np.isnan(v) else fmt.format(v))
-            else:
-                cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _regret_table(ds: Any):
-    """Per policy: final regrets as 'mean ± se' strings, plus bi-level columns when present."""
-    import numpy as np
-    import pandas as pd
-
-    from bayesfair import io
-
-    t = io.summary_table(ds)
-    out = pd.DataFrame(index=pd.Index(t.index, name="policy"))
-    for m in io.SCALAR_METRICS:
-        out[m] = [f"{a:,.2f} ± {b:,.2f}" if b == b else f"{a:,.2f}" for a, b in zip(t[m], t[f"{m}_se"], strict=True)]
-    last = ds.isel(checkpoint=-1)
-    if "bf_regret" in ds:
-        vals = last["bf_regret"].values  # [policy, run]
-        out["bf_regret"] = [f"{v.mean():,.2f}" for v in vals]
-    if "anytime_slack" in ds:
-        slack = last["anytime_slack"].min(("run", "group")).values
-        out["floors_held"] = ["yes" if s >= 0 else f"no (min slack {s})" for s in slack]
-    out["seconds"] = [f"{s:.1f}" for s in np.asarray(ds["seconds"].values, float)]
+    out = [plotting.save_figure(plotting.plot_regret(ds, logx=logx), folder / f"{prefix}regret.png"),
+           plotting.save_figure(plotting.plot_exposure(ds), folder / f"{prefix}exposure.png")]
+    if has_groups(ds):
+        out.append(plotting.save_figure(plotting.plot_group_exposure(ds), folder / f"{prefix}groups.png"))
     return out
 
 
-def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
-    """Write ``<stem>.report.md`` and ``<stem>.report.html`` (figures linked / embedded)."""
+# quantity -> (number format, standard error shown: "mc" always, "exact" never, "auto" when it varies over runs)
+METRIC_NAMES = {
+    "fairness_regret": "fairness regret",
+    "reward_regret": "reward regret",
+    "regret": "standard regret",
+    "reward": "total reward",
+    "bf_regret": "bi-level regret R*_beta",
+    "group_fairness_regret": "group fairness regret",
+}
+_QUANTITIES = {
+    **{METRIC_NAMES[m]: (",.2f", "mc") for m in ("fairness_regret", "reward_regret", "regret", "bf_regret",
+                                                 "group_fairness_regret")},
+    METRIC_NAMES["reward"]: (",.2f", "mc"),
+    "floors held (share of runs)": (".2f", "mc"),
+    "wall time (s)": (".1f", "exact"),
+    "exposure share at T": (".3f", "mc"),
+    "pull share at T": (".3f", "mc"),
+    "floor beta_g": (".3f", "exact"),
+    "floor held (share of runs)": (".2f", "mc"),
+    "mean mu": (".3f", "auto"),
+    "fair share pi*": (".3f", "auto"),
+}
+_TABLES = {  # table -> (heading, label fields, column: "quantity" or "policy")
+    "policies": ("Final cumulative regret per policy (mean ± Monte Carlo standard error over runs)", ["policy"],
+                 "quantity"),
+    "groups": ("Groups at T: exposure, pulls, floors and cumulative fairness regret per policy and group (mean ± "
+               "standard error over runs)",
+               ["policy", "group"], "quantity"),
+    "arms": ("Exposure share per arm at T, one column per policy, vs the fair share pi* (mean ± standard error "
+             "over runs)", ["arm"],
+             "policy"),
+}
+FRAME_COLUMNS = ("table", "sweep point", "policy", "group", "arm", "quantity", "mean", "se", "runs")
+
+
+def _stats(values: Any, kind: str) -> tuple[float, float, int]:
+    import numpy as np
+
+    v = np.asarray(values, np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return float("nan"), float("nan"), 0
+    show = kind == "mc" or (kind == "auto" and np.ptp(v) > 1e-12)
+    se = v.std(ddof=1) / np.sqrt(v.size) if show and v.size > 1 else float("nan")
+    return float(v.mean()), float(se), int(v.size)
+
+
+def _point_labels(ds: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(label, selection) of every sweep point: ``"floors = [0.2, 0.2]"``; one unlabelled point otherwise."""
+    import itertools
+
+    keys = _sweep_keys(ds)
+    if not keys:
+        return [("", {})]
+    out = []
+    for idx in itertools.product(*(range(ds.sizes[k]) for k in keys)):
+        sel = dict(zip(keys, idx, strict=True))
+        label = ", ".join(f"{k} = {ds[k].values[i]}" for k, i in sel.items())
+        out.append((label, sel))
+    return out
+
+
+def report_frame(ds: Any):
+    """The report's numbers as a tidy pandas DataFrame: one row per table cell.
+
+    Columns ``table`` (``"policies"``, ``"groups"`` when the study has groups or floors, ``"arms"``
+    for single studies), ``sweep point`` (the swept parameters, ``"key = value, ..."``; empty
+    outside sweeps), ``policy``, ``group``, ``arm`` (``"arm 3 (mu=0.42)"``), ``quantity`` (the
+    column name, with its unit), ``mean``, ``se`` (Monte Carlo standard error over runs; NaN for
+    exact values: wall time, floors, a mean or pi* that is the same in every run) and ``runs``.
+    The markdown and HTML reports show exactly these numbers (:func:`write_report`).
+    """
     import pandas as pd
 
-    from bayesfair import io
+    from bayesfair.plotting import arm_labels
+
+    rows: list[dict[str, Any]] = []
+
+    def add(table: str, point: str, quantity: str, values: Any, policy: str = "", group: str = "", arm: str = ""):
+        mean, se, n = _stats(values, _QUANTITIES[quantity][1])
+        rows.append(dict(zip(FRAME_COLUMNS, (table, point, policy, group, arm, quantity, mean, se, n), strict=True)))
+
+    sweep = bool(_sweep_keys(ds))
+    for point, sel in _point_labels(ds):
+        sub = ds.isel(sel)
+        last = sub.isel(checkpoint=-1)
+        t = float(sub["checkpoint"].values[-1])
+        groups = [str(g) for g in sub["group"].values] if has_groups(sub) else []
+        labels = arm_labels(sub)
+        for pol in (str(p) for p in sub["policy"].values):
+            p = last.sel(policy=pol)
+            for m in ("fairness_regret", "reward_regret", "regret", "bf_regret"):
+                if m in p:
+                    add("policies", point, METRIC_NAMES[m], p[m].values, pol)
+            if "reward" in p:
+                add("policies", point, METRIC_NAMES["reward"], p["reward"].values, pol)
+            if "anytime_slack" in p:
+                held = (p["anytime_slack"].min("group") >= 0).values
+                add("policies", point, "floors held (share of runs)", held, pol)
+            if "seconds" in p:
+                add("policies", point, "wall time (s)", p["seconds"].values, pol)
+            for g, name in enumerate(groups):
+                pg = p.isel(group=g)
+                add("groups", point, "exposure share at T", pg["group_exposure"].values / t, pol, name)
+                add("groups", point, "pull share at T", pg["group_pulls"].values / t, pol, name)
+                if "group_floor" in sub:
+                    add("groups", point, "floor beta_g", sub["group_floor"].values[g], pol, name)
+                if "anytime_slack" in pg:
+                    add("groups", point, "floor held (share of runs)", (pg["anytime_slack"] >= 0).values, pol, name)
+                if "group_fairness_regret" in pg:
+                    add("groups", point, METRIC_NAMES["group_fairness_regret"],
+                        pg["group_fairness_regret"].values, pol, name)
+            if not sweep:
+                for a, lab in enumerate(labels):
+                    add("arms", point, "exposure share at T", p["exposure"].isel(arm=a).values / t, pol, arm=lab)
+        if not sweep:
+            for a, lab in enumerate(labels):
+                add("arms", point, "mean mu", sub["mean"].isel(arm=a).values, arm=lab)
+                if "pi_star" in sub:
+                    add("arms", point, "fair share pi*", sub["pi_star"].isel(arm=a).values, arm=lab)
+    return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+
+
+def format_cell(mean: float, se: float, quantity: str) -> str:
+    """A report cell: ``"1,234.56 ± 7.89"`` (``"± n/a"`` for a Monte Carlo value from one run;
+    no ± for exact values)."""
+    import numpy as np
+
+    fmt, kind = _QUANTITIES[quantity]
+    if not np.isfinite(mean):
+        return ""
+    text = format(mean, fmt)
+    if np.isfinite(se):
+        return f"{text} ± {format(se, fmt)}"
+    return f"{text} ± n/a" if kind == "mc" else text
+
+
+def _heading(table: str, sweep: bool) -> str:
+    """The heading of a report table (``"... per sweep point, policy ..."`` in sweeps)."""
+    heading = _TABLES[table][0]
+    return heading.replace(" per ", " per sweep point, ", 1) if sweep else heading
+
+
+def _display_tables(frame: Any, sweep: bool) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(heading, header, rows of cells) of every table of ``frame`` (see :func:`report_frame`)."""
+    out = []
+    for table, (heading, fields, by) in _TABLES.items():
+        sub = frame[frame["table"] == table]
+        if sub.empty:
+            continue
+        fields = (["sweep point"] if sweep else []) + fields
+        heading = _heading(table, sweep)
+        columns: list[str] = []
+        cells: dict[tuple[str, ...], dict[str, str]] = {}
+        for r in sub.itertuples(index=False):
+            r = dict(zip(FRAME_COLUMNS, r, strict=True))
+            col = r["policy"] if by == "policy" and r["policy"] else r["quantity"]
+            if col not in columns:
+                columns.append(col)
+            cells.setdefault(tuple(r[f] for f in fields), {})[col] = format_cell(r["mean"], r["se"], r["quantity"])
+        rows = [[*key, *(vals.get(c, "") for c in columns)] for key, vals in cells.items()]
+        out.append((heading, [*fields, *columns], rows))
+    return out
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>\n" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
+
+
+def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
+    """Write ``<stem>.report.md``, ``<stem>.report.html`` (figures linked / embedded) and
+    ``<stem>.report.csv`` (the tidy :func:`report_frame`: the same numbers as the tables)."""
     from bayesfair.io import write_text
 
     cfg = json.loads(ds.attrs.get("config", "{}"))
@@ -150,39 +298,30 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
         meta.append(("exposure floors", json.dumps(floors)))
     if study.get("description"):
         meta.insert(0, ("description", study["description"]))
-    sections: list[tuple[str, Any, str]] = []  # (heading, DataFrame, float format)
     if keys:
         meta.append(("sweep", ", ".join(f"{k} = {json.dumps(v)}" for k, v in
                                          zip(keys, json.loads(ds.attrs["sweep"])["values"], strict=True))))
-        table = sweep_table(ds)
-        table.index = pd.Index([f"{i}" for i in range(len(table))], name="#")
-        sections.append(("Final cumulative regret per sweep point (mean and standard error over runs)", table,
-                         "{:,.2f}"))
-    else:
-        sections.append(("Final cumulative regret (mean ± standard error over runs)", _regret_table(ds), "{}"))
-        sections.append(("Exposure share per arm at T vs merit share pi*", io.exposure_table(ds), "{:.3f}"))
+    meta.append(("numbers", "regrets are cumulative (summed over the T rounds); ± is the Monte Carlo standard "
+                            "error over runs; shares are fractions of the T rounds"))
+    frame = report_frame(ds)
+    tables = _display_tables(frame, bool(keys))
     policies = study.get("policies", cfg.get("policies", {}))
-    pol_table = pd.DataFrame({"constructor": [v.get("name", "") for v in policies.values()],
-                              "parameters": [json.dumps({k: x for k, x in v.items() if k != "name"})
-                                             for v in policies.values()]},
-                             index=pd.Index(list(policies), name="policy"))
-    sections.append(("Policies (of the first sweep point)" if keys else "Policies", pol_table, "{}"))
+    tables.append(("Policies (of the first sweep point)" if keys else "Policies",
+                   ["policy", "constructor", "parameters"],
+                   [[name, v.get("name", ""), json.dumps({k: x for k, x in v.items() if k != "name"})]
+                    for name, v in policies.items()]))
 
     md = [f"# {title}", ""]
     md += [f"- **{k}**: {v}" for k, v in meta]
-    for heading, df, fmt in sections:
-        md += ["", f"## {heading}", "", _md_table(df, fmt)]
+    for heading, header, rows in tables:
+        md += ["", f"## {heading}", "", _md_table(header, rows)]
     md += ["", "## Figures", ""]
     md += [f"![{p.stem}]({p.name})" for p in figures]
     body = [f"<h1>{html.escape(title)}</h1>", "<ul>"]
     body += [f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in meta]
     body.append("</ul>")
-    for heading, df, fmt in sections:
-        shown = df.copy()
-        for col in shown.columns:
-            if shown[col].dtype.kind == "f":
-                shown[col] = [fmt.format(v) if v == v else "" for v in shown[col]]
-        body += [f"<h2>{html.escape(heading)}</h2>", shown.to_html(border=0, escape=True)]
+    for heading, header, rows in tables:
+        body += [f"<h2>{html.escape(heading)}</h2>", _html_table(header, rows)]
     body.append("<h2>Figures</h2>")
     for p in figures:
         data = base64.b64encode(p.read_bytes()).decode()
@@ -194,4 +333,5 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
             + "\n".join(body) + "\n</body></html>\n")
     md_path = write_text(folder / f"{stem}.report.md", "\n".join(md) + "\n")
     html_path = write_text(folder / f"{stem}.report.html", page)
+    write_text(folder / f"{stem}.report.csv", frame.to_csv(index=False))
     return md_path, html_path

@@ -12,7 +12,7 @@ def test_demo_tiny(tmp_path, capsys):
     rc = cli.main(["demo", "--runs", "2", "--horizon", "200", "--out", str(tmp_path), "--no-progress"])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "FairX-TS" in out and "fairness_regret" in out and "pi_star" in out
+    assert "FairX-TS" in out and "fairness regret" in out and "fair share pi*" in out
     for name in ("regret.png", "exposure.png", "demo.nc"):
         assert (tmp_path / name).stat().st_size > 0
 
@@ -86,7 +86,8 @@ def test_simulate_interrupt_resume_plot_report_end_to_end(tiny_config, tmp_path,
     assert cli.main(["simulate", str(tiny_config), "--out", str(out), "--resume"]) == 0
     captured = capsys.readouterr()
     assert "resuming from" in captured.err and "run-rounds/s" in captured.err and "ETA" in captured.err
-    assert "fairness_regret" in captured.out and f"wrote {out / 'tiny.nc'}" in captured.out
+    assert "fairness regret" in captured.out and f"wrote {out / 'tiny.nc'}" in captured.out
+    assert "floors held (share of runs)" in captured.out and "floor beta_g" in captured.out
     assert not (out / "tiny.resume.npz").exists()
     ds = io.read_results(out / "tiny.nc")
     assert json.loads(ds.attrs["config"])["study"]["policies"]["EG"]["epsilon"] == 0.1
@@ -100,7 +101,8 @@ def test_simulate_interrupt_resume_plot_report_end_to_end(tiny_config, tmp_path,
     assert cli.main(["report", str(out / "tiny.nc"), "--out", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "tiny.report.md").read_text()
     page = (tmp_path / "rep" / "tiny.report.html").read_text()
-    assert "| EG |" in md and "![tiny.regret](tiny.regret.png)" in md and "floors_held" in md
+    assert "| EG |" in md and "![tiny.regret](tiny.regret.png)" in md and "floors held (share of runs)" in md
+    assert "![tiny.groups](tiny.groups.png)" in md and (tmp_path / "rep" / "tiny.report.csv").is_file()
     assert "data:image/png;base64," in page and "<table" in page
 
 

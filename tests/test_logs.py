@@ -32,7 +32,10 @@ def logged():
 def test_log_columns_and_consistency_with_results(logged):
     _, ds, df = logged
     assert tuple(df.columns[: len(LOG_COLUMNS)]) == LOG_COLUMNS
-    assert len(df) == R * T * K and not df.isna().any().any()
+    assert len(df) == R * T * K
+    # only the rewards of candidates the policy did not choose are missing: it observed nothing there
+    np.testing.assert_array_equal(df["observed_reward"].isna().to_numpy(), ~df["selected"].to_numpy())
+    assert not df.drop(columns="observed_reward").isna().any().any()
     assert list(df["group"].cat.categories) == ["a", "b"] and list(df["policy"].cat.categories) == ["EG"]
     per_round = df.groupby(["run", "round"])
     assert (per_round["selected"].sum() == 1).all()
@@ -45,8 +48,10 @@ def test_log_columns_and_consistency_with_results(logged):
     np.testing.assert_allclose(exposure, last["exposure"].values, rtol=1e-5)
     reward = df[df["selected"]].groupby("run")["observed_reward"].sum().to_numpy()
     np.testing.assert_allclose(reward, last["reward"].values)
-    # no biased feedback here: the true reward is the observed one
-    np.testing.assert_array_equal(df["true_reward"], df["observed_reward"])
+    # no biased feedback here: the true reward is the observed one where there is one
+    chosen = df[df["selected"]]
+    np.testing.assert_array_equal(chosen["true_reward"], chosen["observed_reward"])
+    assert df["true_reward"].notna().all() and set(np.unique(df["true_reward"])) <= {0.0, 1.0}
     assert set(df["expected_reward"]) == {np.float32(v).item() for v in (0.3, 0.4, 0.6, 0.7)}
 
 
