@@ -368,7 +368,8 @@ def machine_info():
 
     return {"cpu_count": os.cpu_count(), "python_version": platform.python_version(), "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(), "numpy_version": np.__version__,
-            "jax_version": version("jax"), "jaxlib_version": version("jaxlib"), "bayesfair_version": version("bayesfair"),
+            "jax_version": version("jax"), "jaxlib_version": version("jaxlib"),
+            "bayesfair_version": version("bayesfair"),
             "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "host_devices": os.environ.get("BAYESFAIR_HOST_DEVICES", "one per core")}
 
