@@ -76,6 +76,12 @@ def bernoulli_means(k, seed):
     return np.random.default_rng(seed).uniform(0.1, 0.9, k)
 
 
+def fair_reward_gradient(mu):
+    """Gradient of pi(mu) . mu with pi = softmax(c mu), per row: pi_a (1 + c (mu_a - pi . mu))."""
+    p = _softmax(MERIT_C * mu)
+    return p * (1.0 + MERIT_C * (mu - (p * mu).sum(axis=-1, keepdims=True)))
+
+
 def numpy_fairx(runs, horizon, seed, k, policy):
     """FairX-TS, plain TS or FairX-UCB on Bernoulli arms, merit exp(4 mu), in NumPy.
 
@@ -120,9 +126,7 @@ def numpy_fairx(runs, horizon, seed, k, policy):
             high = np.where(n > 0, np.minimum(1.0, mu_hat + w), 1.0)
             mu = high
             for _ in range(UCB_STEPS):
-                p = _softmax(MERIT_C * mu)
-                grad = p + MERIT_C * p * (mu - (p * mu).sum(axis=1, keepdims=True))
-                mu = np.clip(mu + UCB_LR * grad, low, high)
+                mu = np.clip(mu + UCB_LR * fair_reward_gradient(mu), low, high)
             pi = _softmax(MERIT_C * mu)
             arm = _sample(rng, pi)
         reward = rng.random(runs) < means[arm]
@@ -215,10 +219,10 @@ def _bilevel():
 
 
 def _bilevel_means(runs, seed):
-    import bayesfair
+    from bayesfair.simulate import run_means
 
     b = _script("bilevel_bench")
-    return bayesfair.run_means(_bilevel().environment(b.SETTING_OF_K[15]), seed, runs)
+    return run_means(_bilevel().environment(b.SETTING_OF_K[15]), seed, runs)
 
 
 def numpy_bf_ucb(runs, horizon, seed, means):
