@@ -42,7 +42,7 @@ def _child(runs, horizon):
             last[0] = info["compile_seconds"]
 
         t = time.perf_counter()
-        bayesfair.simulate(0, study.env, study.policies, horizon, runs, merit=study.merit, metrics=study.metrics,
+        bayesfair.simulate(0, study.env, study.policies, horizon, runs, merit=study.merit,
                            progress=progress)
         calls.append({"seconds": time.perf_counter() - t, "compile_seconds": per_policy})
     print(json.dumps({"import_seconds": imported, "calls": calls, "wall_to_end": time.perf_counter() - t0}))
