@@ -87,11 +87,9 @@ def main(argv=None):
         first, second = r["calls"][0]["compile_seconds"], r["calls"][1]["compile_seconds"]
         print(f"{mode:<9} {r['wall_seconds']:>9.1f} "
               + " ".join(f"{first[n]:>8.2f} / {second[n]:>5.2f}" for n in policies))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    from bayesfair.io import write_text  # atomic (imports JAX: only here, the children stay light)
+
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
     return report
 

@@ -474,11 +474,9 @@ def main(argv=None):
                                             chunk_size=args.chunk_size, cold=args.cold))
     report["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     print_report(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    from bayesfair.io import write_text  # atomic (imports JAX: only here, the children stay light)
+
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
     if any(not c["agreement"]["agree"] for c in report["cells"]):
         sys.exit(1)
