@@ -497,7 +497,9 @@ def simulate(
     devices : int, optional
         Shard runs over at most this many CPU devices (default: all local devices).
     progress : bool or callable
-        Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk.
+        Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk
+        (``done``, ``total`` run-rounds, ``rate`` and ``eta`` in seconds, ``policy``,
+        ``compile_seconds`` so far). The rate and the ETA leave compilation out.
     config : mapping, optional
         Extra metadata stored in the results' attributes.
     checkpointer : optional
