@@ -28,13 +28,12 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# Every policy family vs its NumPy reference, fresh process and steady state (writes
+# results/benchmarks/grid_bench.json; hours on 2 cores). `make bench BENCH_ARGS=--quick` for a smoke
+# run; the per-family scripts in experiments/benchmarks/ give the deeper analyses (README there).
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) experiments/benchmarks/fairx_ts_bench.py
-	$(PY) experiments/benchmarks/fairx_lints_bench.py
-	$(PY) experiments/benchmarks/bilevel_bench.py
-	$(PY) experiments/benchmarks/fair_greedy_bench.py
-	$(PY) experiments/benchmarks/biased_bench.py
-	$(PY) experiments/benchmarks/mcmc_refresh_bench.py
+	$(PY) experiments/benchmarks/grid_bench.py $(BENCH_ARGS)
 
 # documentation site (Sphinx + myst-nb, API reference from the docstrings): docs/_build/html/index.html
 # `docs` does not execute the notebooks (seconds; warnings are errors, as in tests/test_docs.py);

@@ -14,6 +14,11 @@ Design (see docs/developer/design.md):
   about float32 precision relative to the chunk's sum, whatever the chunk size.
 - Runs are sharded over the host's CPU devices (``jax.shard_map``) when there are several (see
   :func:`bayesfair.set_host_devices`), which uses every core for the independent runs.
+- Compilation is paid once: the jitted chunk functions of recent calls are kept in process (keyed
+  by everything that determines their trace, :mod:`bayesfair._compile`), and the compiled programs
+  in JAX's persistent cache on disk (on by default; ``BAYESFAIR_NO_COMPILE_CACHE=1`` opts out).
+  Each policy's chunk function is compiled ahead of its first chunk, timed, and the progress
+  bar's rate and ETA leave that time out.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from bayesfair._compile import TraceCache, enable_persistent_cache
 from bayesfair._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.compat import check_policy_fits
 from bayesfair.environments.base import Environment
@@ -52,6 +58,7 @@ __all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "Simul
 _MAX_SLOTS = 64  # checkpoints recorded per chunk call (a chunk is cut short if it would hold more)
 _NO_ROUND = np.iinfo(np.int32).max
 _SUM_TOL = 1e-3  # |sum_a pi_t(a) - 1| above this is reported as an invalid selection distribution
+_FNS = TraceCache(maxsize=16)  # jitted (init, chunk) functions of recent calls, see _chunk_fns
 
 
 class SimulationError(RuntimeError):
@@ -250,7 +257,29 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
     return init_fn, chunk_fn, specs
 
 
+def _chunk_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chunk_size: int, n_shards: int,
+               record: bool):
+    """:func:`_build_fns`'s functions, reused from an earlier call with the same trace.
+
+    The key holds the environment, the policy and the metric components (their functions by
+    identity, their data by value: :func:`bayesfair._compile.trace_key`), the chunk size, the
+    number of shards, the round log switch and the float precision in force, so two calls share
+    jitted functions only if they trace the same program; jit itself then compiles once per input
+    shape (number of runs).
+    """
+    precision = jax.dtypes.canonicalize_dtype(np.float64).name  # float32, or float64 under enable_x64
+    fns, _ = _FNS.get((env, policy, tuple(metrics), chunk_size, n_shards, record, precision),
+                      lambda: _build_fns(env, policy, metrics, chunk_size, n_shards, record=record))
+    return fns
+
+
 class _Progress:
+    """Progress of a simulation: a bar on stderr or a callback after every chunk.
+
+    The rate and ETA count simulation time only: the seconds spent compiling (reported through
+    :meth:`compiled`) are left out, so the first chunk of a policy does not inflate the ETA.
+    """
+
     def __init__(self, enabled: bool | Callable[[dict], None], total: int):
         self.cb = enabled if callable(enabled) else None
         self.enabled = bool(enabled)
@@ -258,15 +287,21 @@ class _Progress:
         self.done = 0
         self.t0 = time.perf_counter()
         self.last_print = 0.0
+        self.compile_seconds = 0.0
+
+    def compiled(self, seconds: float) -> None:
+        """Exclude ``seconds`` of compilation from the rate and the ETA."""
+        self.compile_seconds += seconds
 
     def __call__(self, rounds: int, runs: int, policy: str) -> None:
         if not self.enabled:
             return
         self.done += rounds * runs
-        elapsed = time.perf_counter() - self.t0
+        elapsed = time.perf_counter() - self.t0 - self.compile_seconds
         rate = self.done / elapsed if elapsed > 0 else float("nan")
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
-        info = {"done": self.done, "total": self.total, "rate": rate, "eta": eta, "policy": policy}
+        info = {"done": self.done, "total": self.total, "rate": rate, "eta": eta, "policy": policy,
+                "compile_seconds": self.compile_seconds}
         if self.cb is not None:
             self.cb(info)
             return
@@ -289,8 +324,11 @@ class _Progress:
 
 def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards, env_keys, pol_keys, progress,
                 name=None, checkpointer=None, round_log=None):
-    init_fn, chunk_fn, specs = _build_fns(env, policy, metrics, chunk_size, n_shards, record=round_log is not None)
+    t_compile = time.perf_counter()
+    init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, round_log is not None)
     carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards))
+    compile_seconds = time.perf_counter() - t_compile
+    compiled = False
     n_ckpt = grid.size
     values = {s.name: np.zeros((runs, n_ckpt, *s.shape), np.int64 if s.combine == MIN else np.float64)
               for s in specs}
@@ -317,6 +355,13 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
         active = ts <= t_end
         slots = np.full(chunk_size, -1, np.int32)
         slots[in_chunk - t0] = np.arange(in_chunk.size, dtype=np.int32)
+        if not compiled:  # compile ahead of the first chunk (timed; the jitted call below then reuses it)
+            t_compile = time.perf_counter()
+            chunk_fn.lower(carry, ts, slots, active).compile()
+            compile_seconds += time.perf_counter() - t_compile
+            if hasattr(progress, "compiled"):
+                progress.compiled(compile_seconds)
+            compiled = True
         if round_log is not None:
             carry, buf, recs = chunk_fn(carry, ts, slots, active)
             wait_interruptibly(buf)
@@ -452,7 +497,9 @@ def simulate(
     devices : int, optional
         Shard runs over at most this many CPU devices (default: all local devices).
     progress : bool or callable
-        Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk.
+        Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk
+        (``done``, ``total`` run-rounds, ``rate`` and ``eta`` in seconds, ``policy``,
+        ``compile_seconds`` so far). The rate and the ETA leave compilation out.
     config : mapping, optional
         Extra metadata stored in the results' attributes.
     checkpointer : optional
@@ -476,6 +523,7 @@ def simulate(
     """
     from bayesfair import io
 
+    enable_persistent_cache()  # before anything compiles (once per process; bayesfair._compile)
     key = as_key(key)
     if not isinstance(env, Environment):
         raise TypeError(f"env must be a bayesfair Environment, got {type(env).__name__}")

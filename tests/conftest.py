@@ -1,13 +1,30 @@
 """Shared fixtures. Importing bayesfair first lets it expose one CPU device per core, so the
-tests exercise the sharded simulator that users get by default."""
+tests exercise the sharded simulator that users get by default.
+
+The persistent compilation cache (bayesfair._compile) goes to pytest's own cache folder
+(``.pytest_cache/d/bayesfair-jax``, ignored by git, removed by ``make clean``), never to the
+user's home; the variable is set for the whole session, so the CLI tests' subprocesses share it
+and a second ``make test`` loads the compiled chunk functions instead of compiling them."""
 
 # isort: skip_file
+import os
+
 import bayesfair  # noqa: F401  (must precede jax: sets the host device count)
 import jax
 import numpy as np
 import pytest
 
 from bayesfair import merit as merit_mod
+
+
+def pytest_configure(config):
+    if getattr(config, "cache", None) is not None:  # absent with -p no:cacheprovider: a session folder
+        folder = config.cache.mkdir("bayesfair-jax")
+    else:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="bayesfair-jax-")
+    os.environ["BAYESFAIR_COMPILE_CACHE_DIR"] = str(folder)
 
 
 @pytest.fixture

@@ -123,3 +123,93 @@ def test_harness_fresh_process_and_arguments(capsys):
             bench.parse_args(argv)
         assert f"{flag} must be >= " in capsys.readouterr().err
     assert bench.parse_args(["--fresh-runs", "50", "500"]).fresh_horizons == [20_000]  # default: --horizon
+
+
+# ---------------------------------------------------------------------------------------------
+# grid_bench.py (`make bench`): cheap checks without JAX processes
+
+
+def test_grid_numpy_references():
+    # FairX-TS / TS / FairX-UCB in NumPy: regrets within their ranges, cumulative (T/2 <= T),
+    # deterministic per seed; TS's pi_t is one-hot; the FairX-UCB gradient matches finite differences.
+    import numpy as np
+
+    grid = _import("grid_bench")
+    for policy in ("fairx_ts", "ts", "fairx_ucb"):
+        out = grid.numpy_fairx(32, 40, 3, 6, policy)
+        fr, rr = out["fairness_regret"], out["reward_regret"]
+        assert fr.shape == rr.shape == (32, 2)
+        assert (fr >= 0).all() and (fr <= 2 * 40 + 1e-9).all() and (fr[:, 0] <= fr[:, 1] + 1e-12).all()
+        assert (np.abs(rr) <= 40).all()
+        np.testing.assert_array_equal(fr, grid.numpy_fairx(32, 40, 3, 6, policy)["fairness_regret"])
+    ts = grid.numpy_fairx(8, 1, 0, 5, "ts")["fairness_regret"]
+    pi_star = grid._softmax(grid.MERIT_C * grid.bernoulli_means(5, 0))
+    assert np.all(np.isin(np.round(ts[:, 1], 12), np.round(2 - 2 * pi_star, 12)))  # |pi* - e_a|_1 = 2 - 2 pi*_a
+    rng = np.random.default_rng(1)
+    mu, eps = rng.uniform(0, 1, (5, 7)), 1e-6
+    objective = lambda m: (grid._softmax(grid.MERIT_C * m) * m).sum(axis=-1)  # noqa: E731
+    numeric = np.stack([(objective(mu + eps * e) - objective(mu - eps * e)) / (2 * eps) for e in np.eye(7)], axis=-1)
+    np.testing.assert_allclose(grid.fair_reward_gradient(mu), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_grid_agreement_rule():
+    import numpy as np
+
+    grid = _import("grid_bench")
+    rng = np.random.default_rng(0)
+    hits = [grid.agreement(rng.normal(0, 1, 200), rng.normal(0, 1, 200))["agree"] for _ in range(200)]
+    assert sum(hits) >= 198  # |z| <= 4 for equal distributions (false alarm rate ~6e-5)
+    assert not grid.agreement(rng.normal(0, 1, 200), rng.normal(0.6, 1, 200))["agree"]  # ~6 s.e. apart
+    assert grid.agreement([2.0, 2.0], [2.0, 2.0]) == {"numpy_mean": 2.0, "bayesfair_mean": 2.0, "se_difference": 0.0,
+                                                      "z": 0.0, "agree": True}
+    assert not grid.agreement([2.0, 2.0], [3.0, 3.0])["agree"]
+
+
+def test_grid_cells_table_json_and_exit_status(tmp_path, monkeypatch, capsys):
+    # The grid on scripted child reports (no processes): medians of the repetitions, both ratios,
+    # the agreement, the atomic JSON, and exit status 1 when a cell disagrees.
+    import pytest
+
+    grid = _import("grid_bench")
+    calls = []
+
+    def fake(family, side, runs, horizon, seed, chunk_size, calls_, env=None):
+        calls.append((family, side, runs, horizon, seed, calls_))
+        rep = seed  # seeds 0, 1, 2 for the three repetitions
+        if side == "numpy":
+            return {"wall_seconds": 2.0 + rep, "setup_seconds": 0.5, "seconds": [1.0 + rep], "final": [1.0, 1.1, 0.9]}
+        return {"wall_seconds": 9.0 + rep, "setup_seconds": 0.0, "seconds": [5.0, 0.25 * (1 + rep)],
+                "final": [1.05, 0.95, 1.0]}
+
+    monkeypatch.setattr(grid, "run_fresh", fake)
+    out = tmp_path / "g.json"
+    report = grid.main(["--families", "ts_k10", "--runs", "4", "--horizons", "10", "20", "--out", str(out)])
+    assert [c[1] for c in calls[:2]] == ["numpy", "bayesfair"] and calls[1][-1] == 2  # bayesfair: two calls
+    assert len(calls) == 2 * 2 * 3
+    c = report["cells"][0]
+    assert c["numpy_end_to_end_seconds"] == [1.5, 2.5, 3.5] and c["bayesfair_end_to_end_seconds"] == [8.75, 9.5, 10.25]
+    assert c["ratio_end_to_end"] == pytest.approx(2.5 / 9.5) and c["ratio_steady"] == pytest.approx(2.0 / 0.5)
+    assert c["agreement"]["agree"] and json.loads(out.read_text())["cells"] == json.loads(json.dumps(report["cells"]))
+    assert {"cpu_count", "loadavg_at_start", "loadavg_at_end", "jax_version"} <= report["machine"].keys()
+    assert [p.name for p in tmp_path.iterdir()] == ["g.json"]
+    assert "every cell agrees" in capsys.readouterr().out
+    assert grid.estimate(report, ["ts_k10"]) > 0
+
+    def disagree(*args, **kwargs):
+        r = fake(*args, **kwargs)
+        return {**r, "final": [5.0, 5.1, 4.9]} if args[1] == "bayesfair" else r
+
+    monkeypatch.setattr(grid, "run_fresh", disagree)
+    with pytest.raises(SystemExit) as exc:
+        grid.main(["--families", "ts_k10", "--runs", "4", "--horizons", "10", "--repeats", "1", "--out", str(out)])
+    assert exc.value.code == 1 and "DISAGREE" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        grid.main(["--repeats", "0"])
+    assert "--repeats must be >= 1" in capsys.readouterr().err
+
+
+def test_grid_numpy_child_in_a_fresh_process():
+    # The child protocol for real on the NumPy side (no JAX import: a fraction of a second).
+    grid = _import("grid_bench")
+    r = grid.run_fresh("fairx_ts_k10", "numpy", 4, 20, 0, 16, 1)
+    assert r["wall_seconds"] > r["seconds"][0] > 0 and len(r["final"]) == 4

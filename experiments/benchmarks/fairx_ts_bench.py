@@ -31,6 +31,8 @@ import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be impo
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
+from bayesfair.metric_parts import FairXRegrets
+
 MERIT_C = 4.0
 TARGET_K, TARGET_RATIO = 60, 3.0
 
@@ -106,7 +108,8 @@ def numpy_fairx_ts(runs, horizon, seed, means):
 
 
 def run_jax(runs, horizon, seed, chunk_size, means):
-    """One timed ``bayesfair.simulate`` call of FairX-TS (compilation included).
+    """One timed ``bayesfair.simulate`` call of FairX-TS (compilation included), recording the FairX
+    regrets only (what the study reports; since 2026-11-25, before: every default metric).
 
     Parameters
     ----------
@@ -128,7 +131,7 @@ def run_jax(runs, horizon, seed, chunk_size, means):
     merit = bayesfair.merit.exponential(MERIT_C)
     policy = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), merit)
     call = harness.simulate(seed, env, {"FairX-TS": policy}, horizon, runs, merit=merit, checkpoints=[horizon],
-                            chunk_size=chunk_size)
+                            metrics=[FairXRegrets(merit)], chunk_size=chunk_size)
     return call._replace(value=call.value["fairness_regret"].sel(policy="FairX-TS", checkpoint=horizon).values)
 
 

@@ -1,0 +1,179 @@
+"""Compilation reuse (bayesfair._compile, simulate's chunk-function cache, the progress ETA)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import bayesfair
+import bayesfair.simulate  # noqa: F401  (the module; bayesfair.simulate is the function)
+from bayesfair import _compile
+from bayesfair.metric_parts import Conventional
+
+sim_mod = sys.modules["bayesfair.simulate"]
+
+
+def _counting_build(monkeypatch):
+    built = []
+    real = sim_mod._build_fns
+
+    def build(env, policy, *args, **kwargs):
+        built.append(policy.name)
+        return real(env, policy, *args, **kwargs)
+
+    monkeypatch.setattr(sim_mod, "_build_fns", build)
+    return built
+
+
+def _regret(ds, name):
+    return ds["regret"].sel(policy=name).values
+
+
+_ENV = bayesfair.bernoulli_arms(np.array([0.2, 0.5, 0.55, 0.8]))  # one object: its functions key by identity
+
+
+def _sim(pol, runs=4, chunk_size=32, horizon=60, env=_ENV):
+    # the conventional metrics only (a new list each call, equal by value): the cheapest program
+    # to compile that still depends on pi_t
+    return _regret(bayesfair.simulate(3, env, {"p": pol}, horizon, runs, metrics=[Conventional()],
+                                      chunk_size=chunk_size), "p")
+
+
+def test_second_identical_call_reuses_the_chunk_functions(monkeypatch, exp4):
+    # Same policy object, equal environment and metric data: nothing is built again and the numbers
+    # are the same; a different chunk size is another trace; another run count reuses the jitted
+    # function (jit compiles the new shape) and still gives the right numbers.
+    sim_mod._FNS.clear()
+    built = _counting_build(monkeypatch)
+    pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4)
+    a, b = _sim(pol), _sim(pol)
+    assert built == [pol.name]
+    np.testing.assert_array_equal(a, b)
+    c = _sim(pol, chunk_size=20)
+    assert built == [pol.name] * 2  # the chunk size is part of the trace
+    np.testing.assert_allclose(a, c, rtol=1e-5)
+    d = _sim(pol, runs=2)
+    assert len(built) == 2 and d.shape[0] == 2
+    _sim(pol, env=bayesfair.bernoulli_arms(np.array([0.2, 0.5, 0.55, 0.8])))
+    assert len(built) == 3  # an equal but separately built environment: its functions are other objects
+
+
+def test_different_policies_never_share_a_compiled_function(monkeypatch, exp4):
+    # Policies built by one constructor that differ only in a parameter held in a closure (the merit,
+    # the prior) are different traces: each gets its own functions, and its numbers equal those of a
+    # call with an empty in-process cache.
+    sim_mod._FNS.clear()
+    built = _counting_build(monkeypatch)
+    pols = {"ts4": bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4),
+            "ts1": bayesfair.fairx_ts(bayesfair.beta_bernoulli(), bayesfair.merit.exponential(1.0)),
+            "ts4_prior": bayesfair.fairx_ts(bayesfair.beta_bernoulli(2.0, 5.0), exp4)}
+    together = {name: _sim(pol, horizon=40) for name, pol in pols.items()}
+    assert len(built) == len(pols)
+    for name, pol in pols.items():
+        sim_mod._FNS.clear()
+        np.testing.assert_array_equal(together[name], _sim(pol, horizon=40))
+    assert len({v.tobytes() for v in together.values()}) == len(pols)  # they do differ
+
+
+def test_trace_key_compares_data_by_value_and_functions_by_identity():
+    def f(x):
+        return x
+
+    def g(x):
+        return x
+
+    keep = []
+    k = _compile.trace_key
+    assert k((f, {"a": np.arange(3), "b": [1.0, "x"]}), keep) == k((f, {"b": [1.0, "x"], "a": np.arange(3)}), keep)
+    assert k((f, {"a": np.arange(3)}), keep) != k((g, {"a": np.arange(3)}), keep)
+    assert k(np.arange(3), keep) != k(np.arange(3.0), keep)  # dtype matters
+    assert k(np.zeros((2, 3)), keep) != k(np.zeros((3, 2)), keep)  # shape matters
+    assert k(1, keep) != k(1.0, keep) and k(True, keep) != k(1, keep)
+    assert k(bayesfair.merit.exponential(2.0), keep) != k(bayesfair.merit.exponential(3.0), keep)
+    assert f in keep and g in keep  # identities are held alive by the caller
+
+
+def test_trace_cache_is_bounded_and_counts_hits():
+    cache = _compile.TraceCache(maxsize=2)
+    assert cache.get(("a",), lambda: 1) == (1, False)
+    assert cache.get(("a",), lambda: 2) == (1, True)
+    cache.get(("b",), lambda: 3)
+    cache.get(("c",), lambda: 4)  # evicts the least recently used ("a")
+    assert len(cache) == 2 and cache.get(("a",), lambda: 5) == (5, False)
+
+
+def test_progress_eta_leaves_compilation_out(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(sim_mod.time, "perf_counter", lambda: now[0])
+    seen = []
+    prog = sim_mod._Progress(seen.append, total=1000)
+    now[0] += 9.0
+    prog.compiled(8.0)  # 8 of the 9 s were compilation
+    prog(10, 10, "p")  # 100 run-rounds in 1 s of simulation
+    assert seen[-1]["rate"] == pytest.approx(100.0) and seen[-1]["eta"] == pytest.approx(9.0)
+    assert seen[-1]["compile_seconds"] == 8.0
+
+
+def test_persistent_cache_decision(monkeypatch, tmp_path):
+    # Opt-out, a user's own JAX cache folder and the default folder, without touching JAX's settings.
+    updates = {}
+    monkeypatch.setattr(_compile.jax.config, "update", lambda name, value: updates.__setitem__(name, value))
+    monkeypatch.setattr(_compile, "_enabled", False)
+    monkeypatch.setenv("BAYESFAIR_NO_COMPILE_CACHE", "1")
+    monkeypatch.setattr(_compile, "_configured_dir", lambda: None)
+    assert _compile.enable_persistent_cache() is None and updates == {}
+    monkeypatch.setattr(_compile, "_enabled", False)
+    monkeypatch.setenv("BAYESFAIR_NO_COMPILE_CACHE", "0")
+    monkeypatch.setattr(_compile, "_configured_dir", lambda: "/users/own")
+    assert _compile.enable_persistent_cache() == "/users/own" and updates == {}  # left alone
+    monkeypatch.setattr(_compile, "_enabled", False)
+    monkeypatch.setattr(_compile, "_configured_dir", lambda: None)
+    monkeypatch.delenv("BAYESFAIR_COMPILE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")
+    assert updates["jax_compilation_cache_dir"] == str(tmp_path / "xdg" / "bayesfair" / "jax")
+    assert updates["jax_persistent_cache_min_compile_time_secs"] < 1.0
+    assert (tmp_path / "xdg" / "bayesfair" / "jax").is_dir()
+    assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")  # decided once
+    monkeypatch.setattr(_compile, "_enabled", False)
+    monkeypatch.setenv("BAYESFAIR_COMPILE_CACHE_DIR", str(tmp_path / "own"))
+    assert _compile.cache_dir() == tmp_path / "own"
+    monkeypatch.setenv("BAYESFAIR_COMPILE_CACHE_DIR", str(tmp_path / "file" / "x"))
+    (tmp_path / "file").write_text("not a folder")
+    updates.clear()
+    assert _compile.enable_persistent_cache() is None and updates == {}  # cannot create it: off, no error
+
+
+@pytest.mark.slow  # three fresh processes (~10 s each on a loaded 2-core machine)
+def test_new_process_writes_and_then_reads_the_cache(tmp_path):
+    # A fresh process fills the folder; a second one with the same study finds its entries
+    # (JAX logs no new write), and BAYESFAIR_NO_COMPILE_CACHE=1 writes nothing.
+    script = textwrap.dedent("""
+        import json, os, sys
+        import bayesfair, numpy as np
+        env = bayesfair.bernoulli_arms(np.array([0.2, 0.7]))
+        bayesfair.simulate(0, env, {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}, 8, 2, chunk_size=8)
+        from bayesfair import _compile
+        print(json.dumps(_compile.enable_persistent_cache()))
+    """)
+    folder = tmp_path / "cache"
+
+    def run(**extra):
+        env = {**os.environ, "BAYESFAIR_COMPILE_CACHE_DIR": str(folder), **extra}
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run(BAYESFAIR_NO_COMPILE_CACHE="1") is None and not folder.exists()
+    assert run() == str(folder)
+    first = sorted(p.name for p in folder.iterdir())
+    assert any(name.startswith("jit_chunk_run") for name in first)
+    run()
+    second = sorted(p.name for p in folder.iterdir())
+    chunks = [name for name in first if name.startswith("jit_chunk_run")]
+    assert set(first) <= set(second)  # (a computation near the 0.02 s threshold may be added now)
+    assert [name for name in second if name.startswith("jit_chunk_run")] == chunks  # same key: loaded, not rebuilt
