@@ -38,9 +38,13 @@ simulator's jitted ``lax.scan`` over rounds, vmapped (and sharded) over runs, ch
   forward on an empty history), so TS explores from the prior.
 
 The state keeps the per-draw NUTS statistics of the last refresh (divergences, acceptance
-probability, number of leapfrog steps) for :mod:`bayesfair.diagnostics`. A refresh that produces
-non-finite values keeps the previous samples and warm start. See docs/mcmc.md for the cost
-trade-off of ``refresh_every``.
+probability, number of leapfrog steps) for :mod:`bayesfair.diagnostics`, the last refresh's
+largest split R-hat and smallest ESS (:func:`split_rhat_ess`, computed in the scan), and how
+many refreshes failed the settings' thresholds and when the first did. :func:`refresh_track`
+hands these to the simulator as tracked values (``track_mcmc_*`` in the results), and
+:func:`warn_failed_refreshes` warns once after a simulation. A refresh that produces non-finite
+values keeps the previous samples and warm start. See docs/mcmc.md for the cost trade-off of
+``refresh_every``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from bayesfair.posteriors._mcmc_history import (
     arm_buffer,
     arm_counts,
     context_buffer,
+    split_rhat_ess,
 )
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
 from bayesfair.posteriors.linear import LinearPosterior
@@ -88,6 +93,9 @@ __all__ = [
     "refresh",
     "stored_draws",
     "is_mcmc_state",
+    "split_rhat_ess",
+    "refresh_track",
+    "warn_failed_refreshes",
 ]
 
 
@@ -123,6 +131,15 @@ class MCMCState(NamedTuple):
         Mean of the draw site over the stored samples (``mu [K]`` or ``theta [d]``). Linear
         policies read the feature dimension from ``state.eta`` (as for the conjugate linear
         states, where ``eta`` is Lambda m); here it is the posterior mean itself.
+    rhat, ess : jax.Array
+        float32, the last refresh's largest split R-hat and smallest ESS over the unconstrained
+        coordinates (:func:`split_rhat_ess`; NaN before the first refresh).
+    bad_refreshes : jax.Array
+        int32, refreshes so far that failed ``max_rhat``, ``min_ess``, had a divergence or
+        non-finite draws (:class:`NUTSSettings`).
+    first_bad : jax.Array
+        int32, the observation count ``n`` (the round, for one observation per round) of the
+        first failed refresh; 0 if none.
     """
 
     history: Any
@@ -137,6 +154,10 @@ class MCMCState(NamedTuple):
     accept_prob: jax.Array
     num_steps: jax.Array
     eta: jax.Array
+    rhat: jax.Array
+    ess: jax.Array
+    bad_refreshes: jax.Array
+    first_bad: jax.Array
 
 
 def is_mcmc_state(state: Any) -> bool:
@@ -255,6 +276,10 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
             accept_prob=jnp.zeros((n_chains, n_samples), jnp.float32),
             num_steps=jnp.zeros((n_chains, n_samples), jnp.int32),
             eta=jnp.mean(samples[draw_site], axis=(0, 1)),
+            rhat=jnp.full((), jnp.nan, jnp.float32),
+            ess=jnp.full((), jnp.nan, jnp.float32),
+            bad_refreshes=jnp.zeros((), jnp.int32),
+            first_bad=jnp.zeros((), jnp.int32),
         )
 
     def refresh_fn(state: MCMCState) -> MCMCState:
@@ -303,6 +328,8 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
         samples, position, step_size, inverse_mass = jax.tree.map(
             lambda a, b: jnp.where(finite, a, b), new, (state.samples, state.position, state.step_size,
                                                         state.inverse_mass))
+        rhat, ess = split_rhat_ess(zs)
+        bad = ~finite | (rhat >= cfg.max_rhat) | (ess < cfg.min_ess) | jnp.any(div)
         return state._replace(
             samples=samples,
             position=position,
@@ -314,6 +341,10 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
             accept_prob=acc.astype(jnp.float32),
             num_steps=steps.astype(jnp.int32),
             eta=jnp.mean(samples[draw_site], axis=(0, 1)),
+            rhat=rhat,
+            ess=ess,
+            bad_refreshes=state.bad_refreshes + bad.astype(jnp.int32),
+            first_bad=jnp.where(bad & (state.bad_refreshes == 0), state.n, state.first_bad),
         )
 
     def update(state: MCMCState, item: Any, reward: Any) -> MCMCState:
@@ -359,6 +390,68 @@ def stored_draws(state: MCMCState) -> dict[str, np.ndarray]:
     if not is_mcmc_state(state):
         raise TypeError(f"stored_draws needs an MCMCState, got {type(state).__name__}")
     return {k: np.asarray(v) for k, v in state.samples.items()}
+
+
+def refresh_track(policy_state: Any) -> dict[str, jax.Array]:
+    """The refresh diagnostics of every :class:`MCMCState` inside a policy state, as tracked values.
+
+    ``mcmc_rhat`` (largest split R-hat of the last refresh), ``mcmc_ess`` (smallest ESS),
+    ``mcmc_divergences`` (divergent draws of the last refresh), ``mcmc_bad_refreshes`` (failed
+    refreshes so far) and ``mcmc_first_bad_round`` (0: none), combined over the states found
+    (max, min, sum, sum, earliest); ``{}`` for a policy without an MCMC-fallback posterior.
+    Pure JAX (called inside the simulator's scan).
+    """
+    states = [s for s in jax.tree.leaves(policy_state, is_leaf=is_mcmc_state) if is_mcmc_state(s)]
+    if not states:
+        return {}
+    first = [jnp.where(s.first_bad > 0, s.first_bad, jnp.iinfo(jnp.int32).max) for s in states]
+    earliest = jnp.min(jnp.stack(first))
+    return {
+        "mcmc_rhat": jnp.max(jnp.stack([s.rhat for s in states])),
+        "mcmc_ess": jnp.min(jnp.stack([s.ess for s in states])),
+        "mcmc_divergences": sum(jnp.sum(s.diverging, dtype=jnp.int32) for s in states),
+        "mcmc_bad_refreshes": sum(s.bad_refreshes for s in states),
+        "mcmc_first_bad_round": jnp.where(earliest == jnp.iinfo(jnp.int32).max, 0, earliest),
+    }
+
+
+def warn_failed_refreshes(values: dict[str, Any], policy: str, stacklevel: int = 3) -> bool:
+    """Host side, after a simulation: one :class:`RuntimeWarning` if some run's refreshes failed.
+
+    ``values`` are a policy's recorded metrics (``track_mcmc_*`` ``[runs, checkpoints]``, from
+    :func:`refresh_track`); the warning names the policy, how many runs had failed refreshes, the
+    run whose first failure came earliest, that round, and the worst R-hat / ESS / divergences
+    recorded at the checkpoints. Returns True if it warned.
+    """
+    import warnings
+
+    bad = values.get("track_mcmc_bad_refreshes")
+    if bad is None:
+        return False
+    bad = np.nan_to_num(np.asarray(bad, np.float64)[:, -1])
+    runs = np.flatnonzero(bad > 0)
+    if runs.size == 0:
+        return False
+    first = np.asarray(values["track_mcmc_first_bad_round"], np.float64)[:, -1]
+    run = int(runs[np.argmin(first[runs])])
+    rhat = np.asarray(values["track_mcmc_rhat"], np.float64)[run]
+    ess = np.asarray(values["track_mcmc_ess"], np.float64)[run]
+    div = np.asarray(values["track_mcmc_divergences"], np.float64)[run]
+    worst = (f"worst recorded at the checkpoints of run {run}: R-hat {_worst(rhat, np.max):.3g}, "
+             f"ESS {_worst(ess, np.min):.3g}, {int(_worst(div, np.max))} divergent draws")
+    warnings.warn(
+        f"policy {policy!r}: MCMC refreshes failed the convergence thresholds (NUTSSettings max_rhat, "
+        f"min_ess, no divergences) in {runs.size} of {bad.size} run(s); first in run {run} at round "
+        f"{int(first[run]):,} ({int(bad[run])} failed refresh(es) in that run; {worst}). Its Thompson draws "
+        "may come from a badly mixed posterior: raise num_warmup / num_samples, target_accept, or use "
+        "another parametrization (track_mcmc_* in the results show every checkpoint).",
+        RuntimeWarning, stacklevel=stacklevel)
+    return True
+
+
+def _worst(a: np.ndarray, fn: Callable) -> float:
+    a = a[~np.isnan(a)]
+    return float(fn(a)) if a.size else 0.0
 
 
 def _settings_params(cfg: NUTSSettings) -> dict[str, Any]:
