@@ -1,31 +1,18 @@
-"""Simulation-based calibration (SBC) of a posterior approximation.
+"""Simulation-based calibration (SBC, Talts et al. 2018) of a posterior approximation.
 
-SBC (Talts et al. 2018) checks a fitter against the model it claims to fit: draw parameters
-theta from the prior, simulate data from the likelihood, fit, and record, for every scalar
-parameter, the rank of the true value among L posterior draws. If the fitter returns draws of the
-exact posterior, every rank is uniform on {0, ..., L}; too narrow posteriors give U-shaped rank
-histograms, too wide ones hump-shaped, biased ones skewed.
-
-:func:`sbc` takes the model as three functions with explicit JAX keys,
-
-- ``prior_draw(key) -> theta`` (a dict of arrays, or any pytree),
-- ``simulate(key, theta) -> data`` (any pytree),
-- ``fit(data, key) -> draws`` (the same structure as the ranked part of theta, with a leading
-  draw axis ``[L, ...]``; only the entries ``fit`` returns are ranked),
-
-and returns an :class:`SBCResult`: the ranks, two uniformity tests per scalar parameter (a
-chi-square test of the binned ranks and a test of the largest standardized ECDF deviation, whose
-null distribution is simulated), the coverage of central posterior intervals with its standard
-error, a readable summary and an ECDF-difference plot with simultaneous bands (the bands of
-Saeilynoja, Buerkner & Vehtari 2022, computed by simulation of the standardized maximum).
-
-``passed`` is False when some p-value is below ``alpha / (2 P)`` (Bonferroni over the P
-parameters and the two tests), so a correct fitter fails with probability at most ``alpha``.
-
-:func:`conjugate_problem` and :func:`group_bias_problem` build ``(prior_draw, simulate, fit)``
-for the posterior families of :mod:`bayesfair.posteriors`: the prior and the data come from the
-family's NumPyro reference model (the specification), the fit from its conjugate path, or from
-any ``fit(data, key) -> draws`` callable (e.g. a NUTS fit).
+Draw theta from the prior, simulate data, fit, and rank every scalar's true value among the L
+posterior draws: for exact posteriors the ranks are uniform on {0, ..., L} (too narrow posteriors
+give U-shaped rank histograms, too wide ones humps, biased ones skew). :func:`sbc` takes the
+model as ``prior_draw(key) -> theta``, ``simulate(key, theta) -> data`` and ``fit(data, key) ->
+draws`` (a dict of ``[L, ...]`` arrays; only the entries ``fit`` returns are ranked) and returns
+an :class:`SBCResult`: ranks, a chi-square test of binned ranks and a test of the largest
+standardized ECDF deviation (null simulated) per parameter, interval coverage with its standard
+error, a summary and an ECDF-difference plot with simultaneous bands (Saeilynoja et al. 2022,
+by simulation). ``passed`` is False when a p-value is below ``alpha / (2 P)`` (Bonferroni over
+P parameters and two tests): a correct fitter fails with probability at most ``alpha``.
+:func:`conjugate_problem` and :func:`group_bias_problem` build the three functions for the
+families of :mod:`bayesfair.posteriors`: prior and data from the family's NumPyro reference
+model (the specification), the fit from its conjugate path or any ``fit(data, key)`` (e.g. NUTS).
 """
 
 from __future__ import annotations
@@ -61,29 +48,13 @@ class SBCProblem(NamedTuple):
 class SBCResult:
     """Outcome of :func:`sbc`.
 
-    Attributes
-    ----------
-    names : tuple of str
-        The scalar parameters, e.g. ``"mu[2]"``.
-    ranks : numpy.ndarray
-        ``[N, P]`` rank of each true value among the L draws (0..L).
-    n_draws : int
-        L, the (thinned) posterior draws per replication.
-    chi2_p, ecdf_p : numpy.ndarray
-        ``[P]`` p-values of the chi-square test of ``bins`` equiprobable rank bins and of the
-        maximal standardized ECDF deviation (Monte Carlo, ``sims`` null simulations).
-    coverage, coverage_se : numpy.ndarray
-        ``[P]`` fraction of replications whose central ``level`` posterior interval (between
-        order statistics of the draws, from the ranks) contains the true value, and its
-        binomial standard error.
-    coverage_all, coverage_all_se : float
-        Coverage over all parameters, with the standard error of the mean over replications.
-    level, alpha : float
-        Interval level; family-wise false-failure rate of ``passed``.
-    bins, sims : int
-        Chi-square bins and null simulations of the ECDF statistic.
-    band : float
-        Half-width of the 95% simultaneous band in units of sqrt(z (1 - z) / N).
+    ``names`` of the P scalar parameters (e.g. ``"mu[2]"``); ``ranks [N, P]`` of the true values
+    among the ``n_draws`` = L (thinned) draws; p-values ``chi2_p`` (``bins`` equiprobable bins) and
+    ``ecdf_p`` (largest standardized ECDF deviation, ``sims`` null simulations) ``[P]``;
+    ``coverage`` and ``coverage_se`` ``[P]`` of the central ``level`` interval between order
+    statistics of the draws, ``coverage_all`` / ``coverage_all_se`` over all parameters (s.e. of
+    the mean over replications); ``alpha`` the family-wise false-failure rate of ``passed``;
+    ``band`` the 95% simultaneous band's half-width in units of sqrt(z (1 - z) / N).
     """
 
     names: tuple[str, ...]
@@ -102,7 +73,7 @@ class SBCResult:
     band: float
 
     @property
-    def replications(self) -> int:
+    def replications(self) -> int:  # N
         return int(self.ranks.shape[0])
 
     @property
@@ -117,7 +88,7 @@ class SBCResult:
         return tuple(n for n, b in zip(self.names, bad, strict=True) if b)
 
     @property
-    def passed(self) -> bool:
+    def passed(self) -> bool:  # no parameter failing
         return not self.failing
 
     def summary(self) -> str:
@@ -133,16 +104,9 @@ class SBCResult:
         lines.append("PASSED" if self.passed else f"FAILED: {', '.join(self.failing)}")
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.summary()
-
     def plot(self, path: Any = None, *, max_params: int = 12):
         """ECDF of the fractional ranks minus the uniform CDF, per parameter, with the 95%
         simultaneous band; saved to ``path`` when given. Returns the matplotlib figure."""
-        import matplotlib
-
-        if path is not None:
-            matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
 
         z, f = _ecdf(self.ranks, self.n_draws)
@@ -153,11 +117,10 @@ class SBCResult:
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False, sharey=True)
         for ax in axes.flat[len(show):]:
             ax.set_visible(False)
-        for ax, i in zip(axes.flat, show, strict=False):
+        for ax, i in zip(axes.flat, show, strict=False):  # failing parameters in red
             ax.fill_between(z, -half, half, color="0.85", label="95% simultaneous band")
             ax.axhline(0.0, color="0.5", lw=0.8)
-            bad = self.names[i] in self.failing
-            ax.plot(z, f[:, i] - z, color="C3" if bad else "C0", lw=1.4)
+            ax.plot(z, f[:, i] - z, color="C3" if self.names[i] in self.failing else "C0", lw=1.4)
             ax.set_title(f"{self.names[i]}  (chi2 p={self.chi2_p[i]:.2g})", fontsize=9)
             ax.set_xlabel("fractional rank")
         axes[0, 0].set_ylabel("ECDF - uniform")
@@ -184,20 +147,23 @@ def _flatten(tree: Any, lead: int) -> tuple[list[str], np.ndarray]:
     return names, np.concatenate(cols, axis=-1)
 
 
-def _ecdf(ranks: np.ndarray, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
-    """Evaluation points z_j = j / (L + 1) (at most ``_GRID``) and the ECDF ``[J, P]`` of the ranks there."""
+def _grid(n_draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks j (at most ``_GRID``) where the ECDF is evaluated, and z_j = j / (L + 1) = P(rank < j)."""
     js = np.unique(np.linspace(1, n_draws, min(n_draws, _GRID)).round().astype(int))
-    z = js / (n_draws + 1)
-    f = (ranks[None, :, :] < js[:, None, None]).mean(axis=1)
-    return z, f
+    return js, js / (n_draws + 1)
+
+
+def _ecdf(ranks: np.ndarray, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """The evaluation points z_j and the ECDF ``[J, P]`` of the ranks there."""
+    js, z = _grid(n_draws)
+    return z, (ranks[None, :, :] < js[:, None, None]).mean(axis=1)
 
 
 @functools.lru_cache(maxsize=8)
 def _null_stats(n_rep: int, n_draws: int, sims: int) -> np.ndarray:
     """Sorted null draws of max_j |F(z_j) - z_j| / sqrt(z_j (1 - z_j) / N) for uniform ranks."""
     rng = np.random.default_rng(20221)  # fixed: the null distribution is a constant of (N, L)
-    js = np.unique(np.linspace(1, n_draws, min(n_draws, _GRID)).round().astype(int))
-    z = js / (n_draws + 1)
+    js, z = _grid(n_draws)
     sd = np.sqrt(z * (1 - z) / n_rep)
     out = np.empty(sims)
     for start in range(0, sims, 20_000):
@@ -210,25 +176,12 @@ def _null_stats(n_rep: int, n_draws: int, sims: int) -> np.ndarray:
 
 def _bins(n_values: int, n_rep: int) -> int:
     """Most equiprobable bins (dividing the L + 1 rank values, at most 20) with >= 5 expected per bin."""
-    best = 1
-    for b in range(2, min(20, n_values) + 1):
-        if n_values % b == 0 and n_rep / b >= 5:
-            best = b
-    return best
+    return max(b for b in range(1, min(20, n_values) + 1) if n_values % b == 0 and (b == 1 or n_rep / b >= 5))
 
 
-def sbc(
-    prior_draw: Callable[[jax.Array], Any],
-    simulate: Callable[[jax.Array, Any], Any],
-    fit: Callable[[Any, jax.Array], Any],
-    key: jax.Array,
-    *,
-    replications: int = 200,
-    thin: int = 1,
-    level: float = 0.9,
-    alpha: float = 1e-3,
-    vectorize: bool = True,
-) -> SBCResult:
+def sbc(prior_draw: Callable[[jax.Array], Any], simulate: Callable[[jax.Array, Any], Any],
+        fit: Callable[[Any, jax.Array], Any], key: jax.Array, *, replications: int = 200, thin: int = 1,
+        level: float = 0.9, alpha: float = 1e-3, vectorize: bool = True) -> SBCResult:
     """Simulation-based calibration of ``fit`` against the model ``(prior_draw, simulate)``.
 
     Parameters
@@ -241,19 +194,18 @@ def sbc(
         N >= 2 prior draws.
     thin : int
         Keep every ``thin``-th posterior draw (>= 1), for autocorrelated (MCMC) draws.
-    level : float
-        Central posterior interval level in (0, 1) for the coverage.
-    alpha : float
-        Family-wise probability in (0, 1) that a correct fitter is reported as failing.
+    level, alpha : float
+        Interval level for the coverage; family-wise probability that a correct fitter is
+        reported as failing; both in (0, 1).
     vectorize : bool
-        True: all replications in one ``jit(vmap(...))`` (pure JAX functions); False: a Python
-        loop (fitters that are not traceable, e.g. ``numpyro.infer.MCMC``).
+        True: all replications in one ``jit(vmap(...))``; False: a Python loop (fitters that
+        are not traceable, e.g. ``numpyro.infer.MCMC``).
 
     Returns
     -------
     SBCResult
-        Scalar parameters whose true value is the same in every replication (e.g. the
-        reference group's bias, fixed at 0) are left out.
+        Scalars whose true value is the same in every replication (e.g. the reference group's
+        bias, 0) are left out.
     """
     n = positive_int("replications", replications, minimum=2)
     thin = positive_int("thin", thin)
@@ -323,19 +275,13 @@ def sbc(
         sims=sims, band=float(np.quantile(null, 0.95)))
 
 
-# --------------------------------------------------------------------------- adapters
-
-
-def _trace(model: Callable, key: jax.Array, *args: Any, **kwargs: Any) -> dict[str, jax.Array]:
-    """Values of every sample and deterministic site of one forward run of a NumPyro model."""
+def _trace(model: Callable, key: jax.Array, *args: Any, kinds: tuple[str, ...] = ("sample", "deterministic"),
+           **kwargs: Any) -> dict[str, jax.Array]:
+    """Values of the sample and deterministic sites (``kinds``) of one forward run of a NumPyro model."""
     from numpyro.handlers import seed, trace
 
     tr = trace(seed(model, key)).get_trace(*args, **kwargs)
-    return {k: v["value"] for k, v in tr.items() if v["type"] in ("sample", "deterministic")}
-
-
-def _sample_draws(posterior: Any, state: Any, key: jax.Array, n_draws: int, site: str) -> dict[str, jax.Array]:
-    return {site: jax.vmap(lambda k: posterior.sample(k, state))(jax.random.split(key, n_draws))}
+    return {k: v["value"] for k, v in tr.items() if v["type"] in kinds}
 
 
 def conjugate_problem(posterior: Any, size: int, n_obs: int, *, n_draws: int = 99, data_from: Any = None,
@@ -351,18 +297,17 @@ def conjugate_problem(posterior: Any, size: int, n_obs: int, *, n_draws: int = 9
     ----------
     posterior : Posterior or LinearPosterior
         E.g. ``beta_bernoulli()``, ``normal_inverse_gamma()``, ``linear_known_variance()``.
-    size : int
-        Arms (per-arm family) or features (linear family), >= 1.
-    n_obs : int
-        Observations per replication, >= 1.
-    n_draws : int
-        Posterior draws per replication (L; ranks take L + 1 values), >= 1.
+    size, n_obs, n_draws : int
+        Arms (per-arm family) or features (linear family); observations per replication;
+        posterior draws per replication (L); each >= 1.
     data_from : posterior, optional
-        Another family of the same kind whose model generates prior and data (to check that a
-        misstated prior fails).
+        Another family of the same kind whose model generates prior and data (e.g. to check that
+        a misstated prior fails).
     seed : int
         Seed of the linear design.
     """
+    from numpyro.handlers import condition
+
     from bayesfair.posteriors.base import Outcome, Posterior, fit_outcomes
     from bayesfair.posteriors.linear import LinearPosterior
 
@@ -372,38 +317,31 @@ def conjugate_problem(posterior: Any, size: int, n_obs: int, *, n_draws: int = 9
     source = posterior if data_from is None else data_from
     if isinstance(posterior, Posterior) and isinstance(source, Posterior):
         arms = jnp.arange(n_obs, dtype=jnp.int32) % size
+        site, obs_site, args, kw = "mu", "r", (arms,), {"n_arms": size}
 
-        def prior_draw(key):
-            return {"mu": _trace(source.model, key, arms, n_arms=size)["mu"]}
-
-        def simulate(key, theta):
-            from numpyro.handlers import condition
-
-            return _trace(condition(source.model, theta), key, arms, n_arms=size)["r"].astype(jnp.float32)
-
-        def fit(r, key):
-            state = fit_outcomes(posterior, size, Outcome(reward=r, arm=arms))
-            return _sample_draws(posterior, state, key, n_draws, "mu")
-
-        return SBCProblem(prior_draw, simulate, fit)
-    if isinstance(posterior, LinearPosterior) and isinstance(source, LinearPosterior):
+        def outcome(r):
+            return Outcome(reward=r, arm=arms)
+    elif isinstance(posterior, LinearPosterior) and isinstance(source, LinearPosterior):
         X = jnp.asarray(np.random.default_rng(seed).standard_normal((n_obs, size)), jnp.float32)
+        site, obs_site, args, kw = "theta", "y", (X,), {}
 
-        def prior_draw(key):
-            return {"theta": _trace(source.model, key, X)["theta"]}
+        def outcome(y):
+            return Outcome(reward=y, x=X)
+    else:
+        raise TypeError("conjugate_problem needs a per-arm Posterior or a LinearPosterior (and data_from of the "
+                        f"same kind), got {type(posterior).__name__} and {type(source).__name__}")
 
-        def simulate(key, theta):
-            from numpyro.handlers import condition
+    def prior_draw(key):
+        return {site: _trace(source.model, key, *args, **kw)[site]}
 
-            return _trace(condition(source.model, theta), key, X)["y"]
+    def simulate(key, theta):
+        return _trace(condition(source.model, theta), key, *args, **kw)[obs_site].astype(jnp.float32)
 
-        def fit(y, key):
-            state = fit_outcomes(posterior, size, Outcome(reward=y, x=X))
-            return _sample_draws(posterior, state, key, n_draws, "theta")
+    def fit(data, key):
+        state = fit_outcomes(posterior, size, outcome(data))
+        return {site: jax.vmap(lambda k: posterior.sample(k, state))(jax.random.split(key, n_draws))}
 
-        return SBCProblem(prior_draw, simulate, fit)
-    raise TypeError("conjugate_problem needs a per-arm Posterior or a LinearPosterior (and data_from of the same "
-                    f"kind), got {type(posterior).__name__} and {type(source).__name__}")
+    return SBCProblem(prior_draw, simulate, fit)
 
 
 def group_bias_problem(posterior: Any, n_obs: int, *, n_draws: int = 99, fit: Callable | None = None,
@@ -414,14 +352,12 @@ def group_bias_problem(posterior: Any, n_obs: int, *, n_draws: int = 99, fit: Ca
     layout and hyper-parameters of ``posterior`` (a :func:`group_bias_posterior`), overridden by
     ``model_kwargs`` (e.g. ``{"tau": None, "s": None, "sigma": None}`` to draw the scales from
     their priors, for a NUTS fit). The design: arm ``i % n`` at observation i, standard normal
-    contexts (seeded by ``seed``); ``data = {"arms", "X", "y"}``. The true parameters are
-    ``beta_bar [d]``, ``beta [n, d]``, ``psi [m, d]`` (all groups; the reference row, always 0,
-    is left out of the ranks) and, when drawn, ``tau``, ``s``, ``sigma``.
-
-    ``fit(data, key) -> draws`` defaults to the conjugate path (``n_draws`` draws of
-    ``posterior.sample`` after ``n_obs`` updates); any fitter returning a dict of the same
-    names with a leading draw axis can be given instead (e.g. a NUTS fit; then also pass
-    ``vectorize=False`` to :func:`sbc` if it is not traceable).
+    contexts (seeded by ``seed``); ``data = {"arms", "X", "y"}``. Ranked (those ``fit`` returns):
+    ``beta_bar [d]``, ``beta [n, d]``, ``psi [m, d]`` (the reference row, always 0, is left out)
+    and, when drawn, ``tau``, ``s``, ``sigma``. ``fit(data, key) -> draws`` (a dict of those
+    names, leading draw axis) defaults to the conjugate path (``n_draws`` draws after ``n_obs``
+    updates); e.g. a NUTS fit can be given instead (with ``sbc(..., vectorize=False)`` if it
+    is not traceable).
     """
     from numpyro.handlers import condition
 
@@ -444,20 +380,12 @@ def group_bias_problem(posterior: Any, n_obs: int, *, n_draws: int = 99, fit: Ca
 
     def prior_draw(key):
         vals = _trace(model, key, arms, X)
+        latent = {k: vals[k] for k in _trace(model, key, arms, X, kinds=("sample",)) if k != "y"}
         return {"beta_bar": vals["beta_bar"], "beta": vals["beta"], "psi": vals["psi_all"],
-                **{k: vals[k] for k in scales}}
+                **{k: vals[k] for k in scales}, "_latent": latent}
 
     def simulate(key, theta):
-        site = {k: v for k, v in theta.items() if k in ("beta_bar", *scales)}
-        tau = theta["tau"] if "tau" in theta else kw["tau"]
-        site["z"] = (theta["beta"] - theta["beta_bar"]) / tau
-        others = [g for g in range(layout.n_groups) if g != layout.reference]
-        psi = theta["psi"][jnp.asarray(others)]
-        if kw.get("noncentered_psi"):
-            site["psi_z"] = psi / (theta["s"] if "s" in theta else kw["s"])
-        else:
-            site["psi"] = psi
-        return {"arms": arms, "X": X, "y": _trace(condition(model, site), key, arms, X)["y"]}
+        return {"arms": arms, "X": X, "y": _trace(condition(model, theta["_latent"]), key, arms, X)["y"]}
 
     def conjugate_fit(data, key):
         state = fit_group_bias(posterior, data["arms"], data["X"], data["y"])

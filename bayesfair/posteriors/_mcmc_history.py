@@ -5,23 +5,26 @@ which re-exports them).
 stores the data its NumPyro model conditions on, with static shapes (per-arm counts, or a masked
 ring buffer of arms or contexts). The module docstring of :mod:`bayesfair.posteriors.mcmc`
 describes how the engine uses them. :func:`split_rhat_ess` computes the convergence diagnostics
-of one refresh in JAX (inside the jitted scan).
+of one refresh in JAX (inside the jitted scan); :func:`refresh_track` hands them to the simulator
+as tracked values and :func:`warn_failed_refreshes` checks them after a simulation.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from bayesfair._validate import finite_float, float_in, positive_int
 
 __all__ = ["NUTSSettings", "History", "ArmCounts", "ArmBuffer", "ContextBuffer", "arm_counts", "arm_buffer",
-           "context_buffer", "split_rhat_ess"]
+           "context_buffer", "split_rhat_ess", "refresh_track", "warn_failed_refreshes"]
 
 
 # --------------------------------------------------------------------------- settings
@@ -267,3 +270,65 @@ def split_rhat_ess(draws: jax.Array) -> tuple[jax.Array, jax.Array]:
     tau = jnp.maximum(tau, 1.0 / jnp.log10(float(m * n)))  # Stan's bound (antithetic chains)
     ess = jnp.where(var_plus > 0, m * n / tau, 0.0)
     return jnp.max(rhat).astype(jnp.float32), jnp.min(ess).astype(jnp.float32)
+
+
+def refresh_track(policy_state: Any) -> dict[str, jax.Array]:
+    """The refresh diagnostics of every :class:`MCMCState` inside a policy state, as tracked values.
+
+    ``mcmc_rhat`` (largest split R-hat of the last refresh), ``mcmc_ess`` (smallest ESS),
+    ``mcmc_divergences`` (divergent draws of the last refresh), ``mcmc_bad_refreshes`` (failed
+    refreshes so far) and ``mcmc_first_bad_round`` (0: none), combined over the states found
+    (max, min, sum, sum, earliest); ``{}`` for a policy without an MCMC-fallback posterior.
+    Pure JAX (called inside the simulator's scan).
+    """
+    from bayesfair.posteriors.mcmc import is_mcmc_state
+
+    states = [s for s in jax.tree.leaves(policy_state, is_leaf=is_mcmc_state) if is_mcmc_state(s)]
+    if not states:
+        return {}
+    first = [jnp.where(s.first_bad > 0, s.first_bad, jnp.iinfo(jnp.int32).max) for s in states]
+    earliest = jnp.min(jnp.stack(first))
+    return {
+        "mcmc_rhat": jnp.max(jnp.stack([s.rhat for s in states])),
+        "mcmc_ess": jnp.min(jnp.stack([s.ess for s in states])),
+        "mcmc_divergences": sum(jnp.sum(s.diverging, dtype=jnp.int32) for s in states),
+        "mcmc_bad_refreshes": sum(s.bad_refreshes for s in states),
+        "mcmc_first_bad_round": jnp.where(earliest == jnp.iinfo(jnp.int32).max, 0, earliest),
+    }
+
+
+def warn_failed_refreshes(values: dict[str, Any], policy: str, stacklevel: int = 3) -> bool:
+    """Host side, after a simulation: one :class:`RuntimeWarning` if some run's refreshes failed.
+
+    ``values`` are a policy's recorded metrics (``track_mcmc_*`` ``[runs, checkpoints]``, from
+    :func:`refresh_track`); the warning names the policy, how many runs had failed refreshes, the
+    run whose first failure came earliest, that round, and the worst R-hat / ESS / divergences
+    recorded at the checkpoints. Returns True if it warned.
+    """
+    bad = values.get("track_mcmc_bad_refreshes")
+    if bad is None:
+        return False
+    bad = np.nan_to_num(np.asarray(bad, np.float64)[:, -1])
+    runs = np.flatnonzero(bad > 0)
+    if runs.size == 0:
+        return False
+    first = np.asarray(values["track_mcmc_first_bad_round"], np.float64)[:, -1]
+    run = int(runs[np.argmin(first[runs])])
+    rhat = np.asarray(values["track_mcmc_rhat"], np.float64)[run]
+    ess = np.asarray(values["track_mcmc_ess"], np.float64)[run]
+    div = np.asarray(values["track_mcmc_divergences"], np.float64)[run]
+    worst = (f"worst recorded at the checkpoints of run {run}: R-hat {_worst(rhat, np.max):.3g}, "
+             f"ESS {_worst(ess, np.min):.3g}, {int(_worst(div, np.max))} divergent draws")
+    warnings.warn(
+        f"policy {policy!r}: MCMC refreshes failed the convergence thresholds (NUTSSettings max_rhat, "
+        f"min_ess, no divergences) in {runs.size} of {bad.size} run(s); first in run {run} at round "
+        f"{int(first[run]):,} ({int(bad[run])} failed refresh(es) in that run; {worst}). Its Thompson draws "
+        "may come from a badly mixed posterior: raise num_warmup / num_samples, target_accept, or use "
+        "another parametrization (track_mcmc_* in the results show every checkpoint).",
+        RuntimeWarning, stacklevel=stacklevel)
+    return True
+
+
+def _worst(a: np.ndarray, fn: Callable) -> float:
+    a = a[~np.isnan(a)]
+    return float(fn(a)) if a.size else 0.0

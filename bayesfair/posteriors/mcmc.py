@@ -71,7 +71,9 @@ from bayesfair.posteriors._mcmc_history import (
     arm_buffer,
     arm_counts,
     context_buffer,
+    refresh_track,
     split_rhat_ess,
+    warn_failed_refreshes,
 )
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
 from bayesfair.posteriors.linear import LinearPosterior
@@ -392,68 +394,6 @@ def stored_draws(state: MCMCState) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in state.samples.items()}
 
 
-def refresh_track(policy_state: Any) -> dict[str, jax.Array]:
-    """The refresh diagnostics of every :class:`MCMCState` inside a policy state, as tracked values.
-
-    ``mcmc_rhat`` (largest split R-hat of the last refresh), ``mcmc_ess`` (smallest ESS),
-    ``mcmc_divergences`` (divergent draws of the last refresh), ``mcmc_bad_refreshes`` (failed
-    refreshes so far) and ``mcmc_first_bad_round`` (0: none), combined over the states found
-    (max, min, sum, sum, earliest); ``{}`` for a policy without an MCMC-fallback posterior.
-    Pure JAX (called inside the simulator's scan).
-    """
-    states = [s for s in jax.tree.leaves(policy_state, is_leaf=is_mcmc_state) if is_mcmc_state(s)]
-    if not states:
-        return {}
-    first = [jnp.where(s.first_bad > 0, s.first_bad, jnp.iinfo(jnp.int32).max) for s in states]
-    earliest = jnp.min(jnp.stack(first))
-    return {
-        "mcmc_rhat": jnp.max(jnp.stack([s.rhat for s in states])),
-        "mcmc_ess": jnp.min(jnp.stack([s.ess for s in states])),
-        "mcmc_divergences": sum(jnp.sum(s.diverging, dtype=jnp.int32) for s in states),
-        "mcmc_bad_refreshes": sum(s.bad_refreshes for s in states),
-        "mcmc_first_bad_round": jnp.where(earliest == jnp.iinfo(jnp.int32).max, 0, earliest),
-    }
-
-
-def warn_failed_refreshes(values: dict[str, Any], policy: str, stacklevel: int = 3) -> bool:
-    """Host side, after a simulation: one :class:`RuntimeWarning` if some run's refreshes failed.
-
-    ``values`` are a policy's recorded metrics (``track_mcmc_*`` ``[runs, checkpoints]``, from
-    :func:`refresh_track`); the warning names the policy, how many runs had failed refreshes, the
-    run whose first failure came earliest, that round, and the worst R-hat / ESS / divergences
-    recorded at the checkpoints. Returns True if it warned.
-    """
-    import warnings
-
-    bad = values.get("track_mcmc_bad_refreshes")
-    if bad is None:
-        return False
-    bad = np.nan_to_num(np.asarray(bad, np.float64)[:, -1])
-    runs = np.flatnonzero(bad > 0)
-    if runs.size == 0:
-        return False
-    first = np.asarray(values["track_mcmc_first_bad_round"], np.float64)[:, -1]
-    run = int(runs[np.argmin(first[runs])])
-    rhat = np.asarray(values["track_mcmc_rhat"], np.float64)[run]
-    ess = np.asarray(values["track_mcmc_ess"], np.float64)[run]
-    div = np.asarray(values["track_mcmc_divergences"], np.float64)[run]
-    worst = (f"worst recorded at the checkpoints of run {run}: R-hat {_worst(rhat, np.max):.3g}, "
-             f"ESS {_worst(ess, np.min):.3g}, {int(_worst(div, np.max))} divergent draws")
-    warnings.warn(
-        f"policy {policy!r}: MCMC refreshes failed the convergence thresholds (NUTSSettings max_rhat, "
-        f"min_ess, no divergences) in {runs.size} of {bad.size} run(s); first in run {run} at round "
-        f"{int(first[run]):,} ({int(bad[run])} failed refresh(es) in that run; {worst}). Its Thompson draws "
-        "may come from a badly mixed posterior: raise num_warmup / num_samples, target_accept, or use "
-        "another parametrization (track_mcmc_* in the results show every checkpoint).",
-        RuntimeWarning, stacklevel=stacklevel)
-    return True
-
-
-def _worst(a: np.ndarray, fn: Callable) -> float:
-    a = a[~np.isnan(a)]
-    return float(fn(a)) if a.size else 0.0
-
-
 def _settings_params(cfg: NUTSSettings) -> dict[str, Any]:
     return {f"mcmc_{k}": v for k, v in asdict(cfg).items()}
 
@@ -495,7 +435,7 @@ def mcmc_posterior(
     **settings
         :class:`NUTSSettings` fields (``refresh_every``, ``num_warmup``, ``num_samples``,
         ``num_chains``, ``max_tree_depth``, ``target_accept``, ``adapt_mass_matrix``,
-        ``init_radius``, ``init_step_size``, ``seed``).
+        ``init_radius``, ``init_step_size``, ``seed``, ``max_rhat``, ``min_ess``).
     """
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable), got {model!r}")
