@@ -121,6 +121,11 @@ def test_prior_mismatch_warns_and_match_is_silent():
     assert _check(gauss, {"TS": bf.thompson(normal_known_variance(0.0, 1.0, 1.0))})[0] == []
     assert len(_check(gauss, {"TS": bf.thompson(normal_known_variance(0.0, 4.0, 1.0))})[0]) == 1
     assert len(_check(gauss, {"TS": bf.thompson(normal_inverse_gamma())})[0]) == 1
+    # a linear bandit with theta ~ N(0, s^2 I) and N(0, sigma^2) noise is linear_known_variance(0, s^2, sigma^2)'s prior
+    from bayesfair.policies.linear import lints
+
+    assert _check(bf.linear_bandit(3, 2), {"LinTS": lints(linear_known_variance(0.0, 1.0, 1.0))})[0] == []
+    assert len(_check(bf.linear_bandit(3, 2, theta_scale=2.0), {"LinTS": lints(linear_known_variance())})[0]) == 1
     # fixed instance: frequentist regret, noted but not warned
     msgs, notes = _check(bf.bernoulli_arms([0.2, 0.5, 0.8]), {"TS": bf.thompson(flat)})
     assert msgs == [] and notes["TS"].startswith("fixed instance")
