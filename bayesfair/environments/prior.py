@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.environments.base import Environment
-from bayesfair.types import Round, Spec
+from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["prior_environment", "prior_marker", "check_prior_match"]
 
@@ -140,19 +140,13 @@ def _per_arm_env(posterior: Any, n_arms: int | None, groups: Any) -> Environment
 
     def step(key, params, t):
         _, r = sites(key, params)
-        return Round(_obs(t), jnp.asarray(r, jnp.float32), params["mu"])
+        return Round(Observation(t=t), jnp.asarray(r, jnp.float32), params["mu"])
 
     binary = posterior.rewards == "binary"
     spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=(0.0, 1.0) if binary else None,
                 rewards="binary" if binary else "real")
     cfg = {"n_arms": k, "groups": grp.describe()}
     return Environment(spec, grp, reset, step, lambda p: p["mu"], "prior", cfg)
-
-
-def _obs(t, contexts=None):
-    from bayesfair.types import Observation
-
-    return Observation(t=t) if contexts is None else Observation(t=t, contexts=contexts)
 
 
 def _linear_env(posterior: Any, k: int, n_features: int | None, groups: Any, contexts: str) -> Environment:
