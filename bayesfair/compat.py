@@ -47,11 +47,15 @@ def reward_kind(spec: Any) -> str:
 
 
 def posterior_requires(posterior: Any, what: str) -> dict[str, Any]:
-    """The requirement of a policy built on ``posterior`` (empty for real-valued likelihoods)."""
-    kind = getattr(posterior, "rewards", "real")
-    if kind == "binary":
-        return {"rewards": "binary", "because": f"{what} uses the {posterior.name} posterior (a 0/1 likelihood)"}
-    return {}
+    """The requirement of a policy built on ``posterior``: binary rewards for a 0/1 likelihood, and
+    always ``"prior"``, the posterior's prior marker, which :func:`bayesfair.simulate` compares with
+    the environment's instance distribution (:mod:`bayesfair.environments.prior`)."""
+    from bayesfair.environments.prior import prior_marker
+
+    out: dict[str, Any] = {"prior": prior_marker(posterior)}
+    if getattr(posterior, "rewards", "real") == "binary":
+        out.update(rewards="binary", because=f"{what} uses the {posterior.name} posterior (a 0/1 likelihood)")
+    return out
 
 
 def bounded_requires(lo: float, hi: float, what: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from bayesfair.metrics import (
 
 __all__ = ["Metric", "SpecContext", "RoundData", "ResultContext", "FairXRegrets", "Conventional", "ExtraRegrets",
            "Floors", "Tracked", "default_metrics", "resolve_floors", "METRICS", "metrics_from_names",
-           "check_components", "collect_specs", "fair_policies"]
+           "check_components", "collect_specs", "fair_policies", "policy_track"]
 
 _F32 = np.float32
 
@@ -228,9 +228,19 @@ class ExtraRegrets(Metric):
         return state, {f"{name}_regret": regret_step(rnd.probs, v.astype(jnp.float32)) for name, v in rnd.extra.items()}
 
 
+def policy_track(info: Any, policy_state: Any) -> dict[str, Any]:
+    """What :class:`Tracked` records for one round: the policy's ``info["track"]`` and, for a policy
+    with an MCMC-fallback posterior, its refresh diagnostics (``mcmc_rhat``, ``mcmc_ess``,
+    ``mcmc_divergences``, ``mcmc_bad_refreshes``, ``mcmc_first_bad_round``:
+    :func:`bayesfair.posteriors.mcmc.refresh_track` of the state after the round's update)."""
+    from bayesfair.posteriors.mcmc import refresh_track
+
+    return {**((info or {}).get("track") or {}), **refresh_track(policy_state)}
+
+
 class Tracked(Metric):
-    """``track_<name>``: the latest value of every entry of a policy's ``info["track"]`` (NaN in the
-    results for a policy that does not report it)."""
+    """``track_<name>``: the latest value of every entry of a policy's ``info["track"]`` and of its MCMC
+    refresh diagnostics (:func:`policy_track`; NaN in the results for a policy that does not report it)."""
 
     name = "tracked"
 

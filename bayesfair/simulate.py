@@ -39,6 +39,7 @@ from bayesfair._compile import TraceCache, enable_persistent_cache
 from bayesfair._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.compat import check_policy_fits
 from bayesfair.environments.base import Environment
+from bayesfair.environments.prior import check_prior_match
 from bayesfair.merit import Merit, resolve_merit
 from bayesfair.metric_parts import (
     Metric,
@@ -47,10 +48,12 @@ from bayesfair.metric_parts import (
     check_components,
     collect_specs,
     default_metrics,
+    policy_track,
     resolve_floors,
 )
 from bayesfair.metrics import MIN, SUM, MetricSpec, acc_value, init_acc, update_acc
 from bayesfair.policies.base import Policy
+from bayesfair.posteriors.mcmc import warn_failed_refreshes
 
 __all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "SimulationError", "as_key",
            "MAX_HORIZON", "wait_interruptibly", "check_study", "run_means"]
@@ -172,8 +175,9 @@ def _probe(env: Environment, policy: Policy) -> tuple[Any, Any]:
         k1, k2, k3 = jax.random.split(key, 3)
         params = env.reset(k1)
         rnd = env.step(k2, params, jnp.int32(1))
-        _, _, info = policy.select(k3, policy.init(k3, env.spec), rnd.obs)
-        return rnd.extra, (info or {}).get("track")
+        state = policy.init(k3, env.spec)
+        _, _, info = policy.select(k3, state, rnd.obs)
+        return rnd.extra, policy_track(info, state)
 
     return jax.eval_shape(one, jax.random.key(0))
 
@@ -210,7 +214,7 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
             state = policy.update(c.policy_state, rnd.obs, action, reward)
             member = _member_of(rnd.obs.groups, static_member, m)
             view = RoundData(probs.astype(jnp.float32), rnd.mean.astype(jnp.float32), action,
-                             jnp.asarray(reward, jnp.float32), member, rnd.extra or {}, (info or {}).get("track") or {})
+                             jnp.asarray(reward, jnp.float32), member, rnd.extra or {}, policy_track(info, state))
             states, terms = [], {}
             for part, st in zip(metrics, c.metric_state, strict=True):
                 st, part_terms = part.update(st, view)
@@ -564,6 +568,7 @@ def simulate(
     metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
     check_study(env, policies, merit, key, runs, metrics)
+    prior_notes = check_prior_match(env, policies)  # warns if a Bayesian policy's prior is not the instances'
     k_env, k_pol = jax.random.split(key)
     env_keys = jax.random.split(k_env, runs)
     pol_keys = jax.random.split(k_pol, runs)
@@ -575,10 +580,11 @@ def simulate(
                                  env_keys, pol_keys, progress_fn, name=name, checkpointer=checkpointer,
                                  round_log=round_log)
         outputs[name] = out
+        warn_failed_refreshes(out.values, name)  # once per policy whose MCMC refreshes failed
         if env_params is None:
             env_params = jax.device_get(carry.env_params)
     means = np.asarray(jax.vmap(env.arm_means)(env_params), np.float64)
     return io.to_dataset(
         outputs, grid=grid, env=env, policies=policies, metrics=metrics, merit=merit, means=means, key=key,
-        horizon=horizon, runs=runs, config=dict(config or {}), record_metrics=explicit,
+        horizon=horizon, runs=runs, config={**(config or {}), **prior_notes}, record_metrics=explicit,
     )

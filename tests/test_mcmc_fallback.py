@@ -334,3 +334,67 @@ def test_refresh_bench_quick_smoke(tmp_path):
     assert [r["refresh_every"] for r in data["results"]] == [100, 1000]
     for r in data["results"]:
         assert r["refresh"]["seconds_all_runs"] > 0 and r["refreshes"] == 1000 // r["refresh_every"]
+
+
+def test_split_rhat_ess_match_arviz():
+    """The in-loop (JAX) split R-hat and ESS equal ArviZ's split R-hat and "mean" ESS on AR(1) chains."""
+    import arviz as az
+
+    from bayesfair.posteriors.mcmc import split_rhat_ess
+
+    rng = np.random.default_rng(5)
+    for phi, n in ((0.0, 100), (0.6, 101), (-0.3, 64)):
+        x = np.zeros((3, n, 2))
+        e = rng.standard_normal(x.shape)
+        for t in range(n):
+            x[:, t] = (phi * x[:, t - 1] if t else 0.0) + e[:, t]
+        x[:, :, 1] += 0.4 * np.arange(3)[:, None]  # chains apart in one coordinate
+        rhat, ess = split_rhat_ess(jnp.asarray(x, jnp.float32))
+        ref_rhat = max(float(az.rhat(x[:, :, j], method="split")) for j in range(2))
+        ref_ess = min(float(az.ess(x[:, :, j], method="mean")) for j in range(2))
+        assert abs(float(rhat) - ref_rhat) < 1e-4
+        assert abs(float(ess) - ref_ess) < 0.1 * ref_ess  # ArviZ's Geyer tail differs slightly
+    frozen = split_rhat_ess(jnp.ones((2, 10, 3)))
+    assert float(frozen[0]) == np.inf and float(frozen[1]) == 0.0
+    assert np.isnan(float(split_rhat_ess(jnp.zeros((2, 3, 1)))[0]))  # too few draws: not assessed
+
+
+def _refresh_study(**settings):
+    env = bf.bernoulli_arms(np.array([0.2, 0.5, 0.8]))
+    merit = bf.merit.exponential(4.0)
+    post = mcmc_beta_bernoulli(refresh_every=25, seed=1, **settings)
+    pols = {"conjugate": bf.fairx_ts(bf.beta_bernoulli(), merit), "mcmc": bf.fairx_ts(post, merit)}
+    return bf.simulate(3, env, pols, 100, 4, merit=merit, checkpoints=[30, 60, 100])
+
+
+def test_refresh_diagnostics_in_results_and_silent_when_converged():
+    """Default settings (2 chains): every refresh's R-hat, ESS and divergences are tracked per run
+    and checkpoint; the conjugate policy has none (NaN); no warning."""
+    import warnings
+
+    assert NUTSSettings().num_chains == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = _refresh_study(num_warmup=50, num_samples=100)
+    assert not [w for w in caught if "MCMC refreshes" in str(w.message)]
+    for name in ("rhat", "ess", "divergences", "bad_refreshes", "first_bad_round"):
+        var = ds[f"track_mcmc_{name}"]
+        assert var.dims == ("policy", "run", "checkpoint")
+        assert np.all(np.isnan(var.sel(policy="conjugate").values))
+    mc = ds.sel(policy="mcmc")
+    rhat, ess = mc["track_mcmc_rhat"].values, mc["track_mcmc_ess"].values
+    assert np.all((rhat >= 0.9) & (rhat < 1.1)) and np.all(ess > 20)
+    assert np.all(mc["track_mcmc_bad_refreshes"].values == 0) and np.all(mc["track_mcmc_divergences"].values == 0)
+    # the checkpoints see different refreshes (rounds 25, 50, 100): the values change over time
+    assert np.any(rhat[:, 0] != rhat[:, -1])
+
+
+def test_failed_refreshes_warn_once_naming_run_and_round():
+    """No warmup and a tiny step size: the chains stay where they started (frozen), every refresh fails."""
+    with pytest.warns(RuntimeWarning, match=r"policy 'mcmc'.*in 4 of 4 run\(s\); first in run \d at round 25 ") as rec:
+        ds = _refresh_study(num_warmup=0, num_samples=20, init_step_size=1e-4, max_tree_depth=2)
+    assert sum("MCMC refreshes" in str(w.message) for w in rec) == 1
+    mc = ds.sel(policy="mcmc").isel(checkpoint=-1)
+    np.testing.assert_array_equal(mc["track_mcmc_bad_refreshes"].values, 4)
+    np.testing.assert_array_equal(mc["track_mcmc_first_bad_round"].values, 25)
+    assert np.all(mc["track_mcmc_rhat"].values > 1.1)

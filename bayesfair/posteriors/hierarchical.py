@@ -152,7 +152,7 @@ def hierarchical_logit_normal(
     **settings
         :class:`~bayesfair.posteriors.mcmc.NUTSSettings` fields: ``refresh_every``,
         ``num_warmup``, ``num_samples``, ``num_chains``, ``max_tree_depth``, ``target_accept``,
-        ``adapt_mass_matrix``, ``init_radius``, ``init_step_size``, ``seed``.
+        ``adapt_mass_matrix``, ``init_radius``, ``init_step_size``, ``seed``, ``max_rhat``, ``min_ess``.
 
     Returns
     -------

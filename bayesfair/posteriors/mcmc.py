@@ -38,9 +38,13 @@ simulator's jitted ``lax.scan`` over rounds, vmapped (and sharded) over runs, ch
   forward on an empty history), so TS explores from the prior.
 
 The state keeps the per-draw NUTS statistics of the last refresh (divergences, acceptance
-probability, number of leapfrog steps) for :mod:`bayesfair.diagnostics`. A refresh that produces
-non-finite values keeps the previous samples and warm start. See docs/mcmc.md for the cost
-trade-off of ``refresh_every``.
+probability, number of leapfrog steps) for :mod:`bayesfair.diagnostics`, the last refresh's
+largest split R-hat and smallest ESS (:func:`split_rhat_ess`, computed in the scan), and how
+many refreshes failed the settings' thresholds and when the first did. :func:`refresh_track`
+hands these to the simulator as tracked values (``track_mcmc_*`` in the results), and
+:func:`warn_failed_refreshes` warns once after a simulation. A refresh that produces non-finite
+values keeps the previous samples and warm start. See docs/mcmc.md for the cost trade-off of
+``refresh_every``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ from bayesfair.posteriors._mcmc_history import (
     arm_buffer,
     arm_counts,
     context_buffer,
+    refresh_track,
+    split_rhat_ess,
+    warn_failed_refreshes,
 )
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
 from bayesfair.posteriors.linear import LinearPosterior
@@ -88,6 +95,9 @@ __all__ = [
     "refresh",
     "stored_draws",
     "is_mcmc_state",
+    "split_rhat_ess",
+    "refresh_track",
+    "warn_failed_refreshes",
 ]
 
 
@@ -123,6 +133,15 @@ class MCMCState(NamedTuple):
         Mean of the draw site over the stored samples (``mu [K]`` or ``theta [d]``). Linear
         policies read the feature dimension from ``state.eta`` (as for the conjugate linear
         states, where ``eta`` is Lambda m); here it is the posterior mean itself.
+    rhat, ess : jax.Array
+        float32, the last refresh's largest split R-hat and smallest ESS over the unconstrained
+        coordinates (:func:`split_rhat_ess`; NaN before the first refresh).
+    bad_refreshes : jax.Array
+        int32, refreshes so far that failed ``max_rhat``, ``min_ess``, had a divergence or
+        non-finite draws (:class:`NUTSSettings`).
+    first_bad : jax.Array
+        int32, the observation count ``n`` (the round, for one observation per round) of the
+        first failed refresh; 0 if none.
     """
 
     history: Any
@@ -137,6 +156,10 @@ class MCMCState(NamedTuple):
     accept_prob: jax.Array
     num_steps: jax.Array
     eta: jax.Array
+    rhat: jax.Array
+    ess: jax.Array
+    bad_refreshes: jax.Array
+    first_bad: jax.Array
 
 
 def is_mcmc_state(state: Any) -> bool:
@@ -255,6 +278,10 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
             accept_prob=jnp.zeros((n_chains, n_samples), jnp.float32),
             num_steps=jnp.zeros((n_chains, n_samples), jnp.int32),
             eta=jnp.mean(samples[draw_site], axis=(0, 1)),
+            rhat=jnp.full((), jnp.nan, jnp.float32),
+            ess=jnp.full((), jnp.nan, jnp.float32),
+            bad_refreshes=jnp.zeros((), jnp.int32),
+            first_bad=jnp.zeros((), jnp.int32),
         )
 
     def refresh_fn(state: MCMCState) -> MCMCState:
@@ -303,6 +330,8 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
         samples, position, step_size, inverse_mass = jax.tree.map(
             lambda a, b: jnp.where(finite, a, b), new, (state.samples, state.position, state.step_size,
                                                         state.inverse_mass))
+        rhat, ess = split_rhat_ess(zs)
+        bad = ~finite | (rhat >= cfg.max_rhat) | (ess < cfg.min_ess) | jnp.any(div)
         return state._replace(
             samples=samples,
             position=position,
@@ -314,6 +343,10 @@ def _engine(model: Callable, history: History, draw_site: str, cfg: NUTSSettings
             accept_prob=acc.astype(jnp.float32),
             num_steps=steps.astype(jnp.int32),
             eta=jnp.mean(samples[draw_site], axis=(0, 1)),
+            rhat=rhat,
+            ess=ess,
+            bad_refreshes=state.bad_refreshes + bad.astype(jnp.int32),
+            first_bad=jnp.where(bad & (state.bad_refreshes == 0), state.n, state.first_bad),
         )
 
     def update(state: MCMCState, item: Any, reward: Any) -> MCMCState:
@@ -402,7 +435,7 @@ def mcmc_posterior(
     **settings
         :class:`NUTSSettings` fields (``refresh_every``, ``num_warmup``, ``num_samples``,
         ``num_chains``, ``max_tree_depth``, ``target_accept``, ``adapt_mass_matrix``,
-        ``init_radius``, ``init_step_size``, ``seed``).
+        ``init_radius``, ``init_step_size``, ``seed``, ``max_rhat``, ``min_ess``).
     """
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable), got {model!r}")
