@@ -352,8 +352,8 @@ def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
     return _fair_greedy(horizon, lam, rho, block, multigroup=True, rho_scale=rho_scale)
 
 
-@declare("policy", example_env={"name": "gmf_synthetic"}, lam=POSITIVE, noise_sd=POSITIVE,
-         theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
+@declare("policy", example={"noise_sd": 2.0, "theta_bound": 14.3}, example_env={"name": "gmf_synthetic"},
+         lam=POSITIVE, noise_sd=POSITIVE, theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
 def oful(*, noise_sd: float, theta_bound: float, lam: float = 0.1, delta: float = 0.05) -> Policy:
     """OFUL (Abbasi-Yadkori et al. 2011), the optimistic baseline of Sections 6-7.
 
