@@ -84,10 +84,11 @@ def _means(means: Any) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) per arm: equal for fixed means, the range over the runs for a ``[runs, K]`` matrix."""
     if isinstance(means, UniformMeans):
         return means.bounds()
-    if np.ndim(means) == 2:
-        arr = finite_array("means", means, ndim=2)
+    arr = finite_array("means", means)
+    if arr.ndim == 2:
         return arr.min(axis=0), arr.max(axis=0)
-    arr = finite_array("means", means, ndim=1)
+    if arr.ndim != 1:
+        raise ValueError(f"means must be [K] (fixed) or [runs, K] (one row per run), got shape {arr.shape}")
     return arr, arr
 
 
