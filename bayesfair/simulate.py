@@ -191,10 +191,10 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
     specs = collect_specs(metrics, ctx)
     by_name = {s.name: s for s in specs}
 
-    def init_run(env_key: jax.Array, policy_key: jax.Array) -> RunCarry:
+    def init_run(env_key: jax.Array, policy_key: jax.Array, run: jax.Array) -> RunCarry:
         k_reset, k_env_rounds = jax.random.split(env_key)
         k_init, k_pol_rounds = jax.random.split(policy_key)
-        params = env.reset(k_reset)
+        params = reset_run(env, k_reset, run)
         states = tuple(part.init() for part in metrics)
         return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
                         jnp.int32(_NO_ROUND))
@@ -255,7 +255,7 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
             return carry, buf, recs
         return carry, buf
 
-    init_fn = _distribute(init_run, n_shards, (True, True), lambda p: p)
+    init_fn = _distribute(init_run, n_shards, (True, True, True), lambda p: p)
     chunk_fn = _distribute(chunk_run, n_shards, (True, False, False, False),
                            (lambda p: (p, p, p)) if record else (lambda p: (p, p)))
     return init_fn, chunk_fn, specs
@@ -330,7 +330,8 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
                 name=None, checkpointer=None, round_log=None):
     t_compile = time.perf_counter()
     init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, round_log is not None)
-    carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards))
+    run_index = jnp.arange(runs, dtype=jnp.int32)
+    carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards), _shard_runs(run_index, n_shards))
     compile_seconds = time.perf_counter() - t_compile
     compiled = False
     n_ckpt = grid.size
@@ -417,8 +418,25 @@ def run_means(env: Environment, key: Any, runs: int) -> np.ndarray:
     """``[R, K]`` arm means of every run, exactly as :func:`simulate` draws them for ``key``."""
     k_env, _ = jax.random.split(as_key(key))
     env_keys = jax.random.split(k_env, runs)
-    draw = jax.jit(jax.vmap(lambda k: env.arm_means(env.reset(jax.random.split(k)[0]))))
-    return np.asarray(draw(env_keys), np.float64)
+    check_instances(env, runs)
+    draw = jax.jit(jax.vmap(lambda k, r: env.arm_means(reset_run(env, jax.random.split(k)[0], r))))
+    return np.asarray(draw(env_keys, jnp.arange(runs, dtype=jnp.int32)), np.float64)
+
+
+def reset_run(env: Environment, key: jax.Array, run: jax.Array) -> Any:
+    """Run ``run``'s parameters: ``env.reset(key)``, or ``env.reset(key, run)`` for an environment
+    of explicit per-run instances (its reset carries ``runs``; run r plays row r)."""
+    if getattr(env.reset, "runs", None) is not None:
+        return env.reset(key, run)
+    return env.reset(key)
+
+
+def check_instances(env: Environment, runs: int) -> None:
+    """An environment of explicit per-run instances needs exactly as many runs as it has rows."""
+    rows = getattr(env.reset, "runs", None)
+    if rows is not None and rows != runs:
+        raise ValueError(f"the environment's {env.reset.instances_of} holds {rows} per-run instances (rows); "
+                         f"the study must have runs = {rows}, got runs = {runs}")
 
 
 def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit | None, key: Any, runs: int,
@@ -567,6 +585,7 @@ def simulate(
                         "bayesfair.metric_parts.Floors component")
     metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
+    check_instances(env, runs)
     check_study(env, policies, merit, key, runs, metrics)
     prior_notes = check_prior_match(env, policies)  # warns if a Bayesian policy's prior is not the instances'
     k_env, k_pol = jax.random.split(key)

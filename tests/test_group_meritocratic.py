@@ -343,7 +343,13 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="lam"):
         gp.greedy(lam=-1.0)
     with pytest.raises(ValueError, match="lam"):
-        gp.oful(lam=0.0)
+        gp.oful(lam=0.0, noise_sd=2.0, theta_bound=1.0)
+    with pytest.raises(TypeError, match="noise_sd"):
+        gp.oful(theta_bound=1.0)  # R and S belong to the problem: required
+    with pytest.raises(TypeError, match="theta_bound"):
+        gp.oful(noise_sd=2.0)
+    with pytest.raises(ValueError, match="rho_scale"):
+        gp.fair_greedy(100, rho_scale="sqrt_d")
     for rho in (0.0, -0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="rho"):
             gp.fair_greedy(100, rho=rho)
@@ -364,7 +370,7 @@ def test_bad_inputs_raise_clear_errors():
     # context dimension mismatch between the policy's spec and the environment's contexts
     env = gm.gmf_synthetic()
     other = gm.gmf_synthetic(group_weights=np.ones((4, 2)))  # d = 9
-    for pol in (gp.fair_greedy(10), gp.greedy(), gp.oful()):
+    for pol in (gp.fair_greedy(10), gp.greedy(), gp.oful(noise_sd=2.0, theta_bound=14.3)):
         state = pol.init(jax.random.key(0), env.spec)
         rnd = other.step(jax.random.key(1), other.reset(jax.random.key(1)), jnp.int32(1))
         with pytest.raises(ValueError, match="n_features=17"):

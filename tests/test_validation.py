@@ -48,7 +48,7 @@ def test_exponential_constants():
         ([0.2, -0.1], r"Bernoulli means must be in \[0, 1\]"),
         ([0.2, np.nan], "means must be finite"),
         ([], "means must not be empty"),
-        ([[0.1, 0.2]], "means must be 1-dimensional"),
+        ([[[0.1, 0.2]]], r"means must be \[K\] \(fixed\) or \[runs, K\]"),  # [[...]] is one run's row now
     ],
 )
 def test_bernoulli_means_validated(means, match):

@@ -1,7 +1,8 @@
 """Multi-armed environments with Bernoulli or Gaussian arms and group labels.
 
-Means are either given, or drawn per run from independent uniforms (e.g. the bi-level study's
-U[0.6, 0.85] per arm, Section 6 of bilevel_fairness_bf_ucb_aamas2024).
+Means are either given, drawn per run from independent uniforms (e.g. the bi-level study's
+U[0.6, 0.85] per arm, Section 6 of bilevel_fairness_bf_ucb_aamas2024), or given per run as an
+explicit ``[runs, K]`` matrix (instances from another implementation or a file: run r plays row r).
 """
 
 from __future__ import annotations
@@ -19,7 +20,36 @@ from bayesfair.groups import Groups
 from bayesfair.registry import POSITIVE, ConfigError, declare, group_label_list, integer, ints, strs
 from bayesfair.types import Observation, Round, Spec
 
-__all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms", "bernoulli_arms_config", "gaussian_arms_config"]
+__all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms", "bernoulli_arms_config", "gaussian_arms_config",
+           "per_run_reset", "load_instances"]
+
+
+def per_run_reset(table: np.ndarray, name: str):
+    """``reset(key, run) -> table[run]`` for explicit per-run instances (``table`` is ``[runs, ...]``).
+
+    The simulator passes the run index to a reset that carries ``runs`` (the number of rows) and
+    checks that the study has exactly that many runs; ``name`` is the parameter the rows came from
+    (for that error). Run r always plays row r, whatever the seed.
+    """
+    values = jnp.asarray(table, jnp.float32)
+
+    def reset(key: jax.Array, run: Any = 0) -> jax.Array:
+        return values[run]
+
+    reset.runs = int(table.shape[0])
+    reset.instances_of = name
+    return reset
+
+
+def load_instances(path: Any, name: str) -> np.ndarray:
+    """A ``[runs, n]`` matrix from a ``.npy`` file or a comma-separated text file (one run per line)."""
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{name}: no such file {str(file)!r}")
+    arr = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, delimiter=",", ndmin=2)
+    return finite_array(name, arr, ndim=2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,10 +81,14 @@ class UniformMeans:
 
 
 def _means(means: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) per arm; equal for fixed means."""
+    """(low, high) per arm: equal for fixed means, the range over the runs for a ``[runs, K]`` matrix."""
     if isinstance(means, UniformMeans):
         return means.bounds()
-    arr = finite_array("means", means, ndim=1)
+    arr = finite_array("means", means)
+    if arr.ndim == 2:
+        return arr.min(axis=0), arr.max(axis=0)
+    if arr.ndim != 1:
+        raise ValueError(f"means must be [K] (fixed) or [runs, K] (one row per run), got shape {arr.shape}")
     return arr, arr
 
 
@@ -78,12 +112,16 @@ def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict, 
     k = low.size
     grp = _groups(groups, k)
     low_j, high_j = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
-    fixed = bool(np.all(low == high))
+    per_run = not isinstance(means, UniformMeans) and np.ndim(means) == 2
+    fixed = not per_run and bool(np.all(low == high))
 
-    def reset(key: jax.Array) -> jax.Array:
-        if fixed:
-            return low_j
-        return jax.random.uniform(key, (k,), jnp.float32, low_j, high_j)
+    if per_run:
+        reset = per_run_reset(np.asarray(means, np.float64), "means")
+    else:
+        def reset(key: jax.Array) -> jax.Array:
+            if fixed:
+                return low_j
+            return jax.random.uniform(key, (k,), jnp.float32, low_j, high_j)
 
     arms = jnp.arange(k)
 
@@ -97,6 +135,8 @@ def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict, 
     spec = Spec(n_arms=k, group_of_arm=grp.labels, n_groups=grp.n_groups, reward_range=reward_range, rewards=rewards)
     if fixed:
         means_cfg: Any = low.tolist()
+    elif per_run:
+        means_cfg = {"distribution": "per_run", "runs": reset.runs, "low": low.tolist(), "high": high.tolist()}
     else:
         means_cfg = {"distribution": "uniform", "low": low.tolist(), "high": high.tolist()}
     cfg = {"kind": kind, "n_arms": k, "means": means_cfg, "groups": grp.describe(), **extra}
@@ -108,8 +148,9 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
 
     Parameters
     ----------
-    means : array-like [K] or UniformMeans
-        Fixed means in [0, 1], or a per-run uniform draw inside [0, 1].
+    means : array-like [K], array-like [runs, K] or UniformMeans
+        Fixed means in [0, 1]; one row of means per run (run r plays row r; the study's runs
+        must equal the number of rows); or a per-run uniform draw inside [0, 1].
     groups : Groups or sequence [K] of int or str, optional
         Group of each arm (one group if omitted): indices 0..m-1, or names, numbered in the order
         they first appear (:meth:`bayesfair.Groups.from_labels`).
@@ -126,7 +167,7 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
 
 
 def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environment:
-    """K Gaussian arms: r_t,a ~ N(mu_a, sigma^2)."""
+    """K Gaussian arms: r_t,a ~ N(mu_a, sigma^2); ``means`` as in :func:`bernoulli_arms`."""
     sigma = finite_float("sigma", sigma)
     if sigma <= 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
@@ -141,12 +182,25 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
 # config forms: means as numbers or {low, high}, groups as labels or sizes
 
 _ARMS = {"means": {"kind": "means"}, "n_arms": integer(1, 10_000, cap=True), "groups": group_label_list(),
-         "group_sizes": ints(1), "group_names": strs()}
+         "group_sizes": ints(1), "group_names": strs(), "means_file": {"kind": "str"}}
 
 
-def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, group_names: Any) -> tuple[Any, Any]:
+def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, group_names: Any,
+                 means_file: str | None = None) -> tuple[Any, Any]:
     """The means object and :class:`Groups` of a config table (errors name the config key)."""
-    if isinstance(means, dict):
+    if means_file is not None:
+        if means is not None:
+            raise ConfigError("means_file", "give either means or means_file, not both")
+        try:
+            means = load_instances(means_file, "means_file")
+        except (TypeError, ValueError) as exc:
+            raise ConfigError("means_file", f"{exc} (a [runs, K] matrix: .npy, or one comma-separated row "
+                                            "per run)") from None
+        if n_arms is not None and n_arms != means.shape[1]:
+            raise ConfigError("n_arms", f"does not match the {means.shape[1]} columns of means_file")
+    elif means is None:
+        raise ConfigError("means", "required (or means_file)")
+    elif isinstance(means, dict):
         if n_arms is None and not any(isinstance(means[b], (list, tuple)) for b in ("low", "high")):
             raise ConfigError("n_arms", "required with means = {low, high} of two numbers: the number of arms "
                                         "whose means are drawn from U[low, high] per run (an integer >= 1)")
@@ -165,17 +219,21 @@ def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, 
 
 
 @declare("environment", "bernoulli_arms", example={"means": [0.2, 0.5, 0.8]}, **_ARMS)
-def bernoulli_arms_config(means: Any, n_arms: int | None = None, groups: list[int] | None = None,
-                          group_sizes: list[int] | None = None, group_names: list[str] | None = None) -> Environment:
-    """K Bernoulli arms: fixed means, or means = {low, high} drawn per run (with n_arms)."""
-    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names)
+def bernoulli_arms_config(means: Any = None, n_arms: int | None = None, groups: list[int] | None = None,
+                          group_sizes: list[int] | None = None, group_names: list[str] | None = None,
+                          means_file: str | None = None) -> Environment:
+    """K Bernoulli arms: fixed means, means = {low, high} drawn per run (with n_arms), or
+    means_file = a [runs, K] matrix (.npy, or comma-separated rows), run r playing row r."""
+    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names, means_file)
     return bernoulli_arms(means, groups=grp)
 
 
 @declare("environment", "gaussian_arms", example={"means": [0.2, 0.5, 0.8], "sigma": 0.5}, sigma=POSITIVE, **_ARMS)
-def gaussian_arms_config(means: Any, sigma: float = 1.0, n_arms: int | None = None, groups: list[int] | None = None,
-                         group_sizes: list[int] | None = None, group_names: list[str] | None = None) -> Environment:
-    """K Gaussian arms N(mu_a, sigma^2): fixed means, or means = {low, high} drawn per run."""
-    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names)
+def gaussian_arms_config(means: Any = None, sigma: float = 1.0, n_arms: int | None = None,
+                         groups: list[int] | None = None, group_sizes: list[int] | None = None,
+                         group_names: list[str] | None = None, means_file: str | None = None) -> Environment:
+    """K Gaussian arms N(mu_a, sigma^2): fixed means, means = {low, high} drawn per run, or
+    means_file = a [runs, K] matrix, run r playing row r."""
+    means, grp = _config_arms(means, n_arms, groups, group_sizes, group_names, means_file)
     return gaussian_arms(means, sigma=sigma, groups=grp)
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import finite_array
+from bayesfair.environments.arms import load_instances, per_run_reset
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.policies.base import check_reward_range
@@ -59,7 +60,8 @@ def _projection_quadrature(kind: str, d: int) -> tuple[np.ndarray, np.ndarray]:
          n_features=integer(1, 1_000, cap=True), theta=floats(), theta_scale=POSITIVE,
          contexts=choice("sphere", "gaussian", cap=True), context_mean=floats(),
          context_scale=real(0.0, 100.0, low_open=True, cap=True),
-         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=group_label_list(), reward_range=pair())
+         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=group_label_list(), reward_range=pair(),
+         theta_file={"kind": "str"})
 def linear_bandit(
     n_arms: int,
     n_features: int,
@@ -73,6 +75,7 @@ def linear_bandit(
     sigma: float | None = None,
     groups: Any = None,
     reward_range: tuple[float, float] | None = None,
+    theta_file: str | None = None,
 ) -> Environment:
     """A stochastic linear bandit with K candidates per round and d-dimensional contexts.
 
@@ -82,10 +85,15 @@ def linear_bandit(
         Candidates per round K (>= 1).
     n_features : int
         Context dimension d (>= 1).
-    theta : array-like [d], optional
-        The true parameter theta*. If omitted, it is drawn afresh for every run from
-        N(0, theta_scale^2 I_d) (with ``theta_scale = 1`` this is the prior of Theorem 4.3.1, and
-        the posterior ``linear_known_variance(0, 1, sigma^2)`` is then well specified).
+    theta : array-like [d] or [runs, d], optional
+        The true parameter theta*, the same in every run, or one row per run (explicit
+        instances: run r plays row r, and the study's runs must equal the number of rows). If
+        omitted, it is drawn afresh for every run from N(0, theta_scale^2 I_d) (with
+        ``theta_scale = 1`` this is the prior of Theorem 4.3.1, and the posterior
+        ``linear_known_variance(0, 1, sigma^2)`` is then well specified).
+    theta_file : str, optional
+        Instead of ``theta``: a ``[runs, d]`` matrix in a ``.npy`` file or a comma-separated text
+        file (one run per line), e.g. the instances of another implementation.
     theta_scale : float
         Standard deviation of each coordinate of the per-run draw of theta (> 0).
     contexts : {"sphere", "gaussian"} or array-like
@@ -143,10 +151,17 @@ def linear_bandit(
 
     # --- theta
     theta_fixed: np.ndarray | None = None
+    if theta_file is not None:
+        if theta is not None:
+            raise ValueError("give either theta or theta_file, not both")
+        theta = load_instances(theta_file, "theta_file")
     if theta is not None:
-        theta_fixed = finite_array("theta", theta, ndim=1)
-        if theta_fixed.shape[0] != d:
-            raise ValueError(f"theta has length {theta_fixed.shape[0]} but n_features is {d}")
+        theta_fixed = finite_array("theta", theta)
+        if theta_fixed.ndim not in (1, 2):
+            raise ValueError(f"theta must be [n_features] or [runs, n_features], got shape {theta_fixed.shape}")
+        if theta_fixed.shape[-1] != d:
+            raise ValueError(f"theta has length {theta_fixed.shape[-1]} but n_features is {d}")
+    thetas = None if theta_fixed is None else np.atleast_2d(theta_fixed)  # [runs or 1, d]
     tscale = float(theta_scale)
 
     # --- contexts
@@ -195,11 +210,11 @@ def linear_bandit(
             raise ValueError("reward_range can only be given for noise='gaussian' when theta is fixed and the "
                              "contexts are bounded ('sphere' or a pool), so that it can be checked")
         if pool is not None:
-            means = pool @ theta_fixed
+            means = pool @ thetas.T
             mlo, mhi = float(means.min()), float(means.max())
         else:
-            centre = cmean @ theta_fixed
-            spread = cscale * float(np.linalg.norm(theta_fixed))
+            centre = cmean @ thetas.T  # [K, runs]
+            spread = cscale * np.linalg.norm(thetas, axis=1)
             mlo, mhi = float((centre - spread).min()), float((centre + spread).max())
         if mlo < lo or mhi > hi:
             raise ValueError(f"reward_range ({lo}, {hi}) does not contain every mean reward theta . x, "
@@ -207,7 +222,7 @@ def linear_bandit(
         rr = (lo, hi)
 
     # --- jax constants
-    theta_j = None if theta_fixed is None else jnp.asarray(theta_fixed, jnp.float32)
+    theta_j = None if theta_fixed is None or theta_fixed.ndim == 2 else jnp.asarray(theta_fixed, jnp.float32)
     pool_j = None if pool is None else jnp.asarray(pool, jnp.float32)
     cmean_j = None if cmean is None else jnp.asarray(cmean, jnp.float32)
     bernoulli = noise == "bernoulli"
@@ -215,10 +230,13 @@ def linear_bandit(
         nodes, weights = _projection_quadrature(kind, d)
         nodes_j, weights_j = jnp.asarray(nodes, jnp.float32), jnp.asarray(weights, jnp.float32)
 
-    def reset(key: jax.Array) -> jax.Array:
-        if theta_j is not None:
-            return theta_j
-        return tscale * jax.random.normal(key, (d,), jnp.float32)
+    if theta_fixed is not None and theta_fixed.ndim == 2:
+        reset = per_run_reset(theta_fixed, "theta")
+    else:
+        def reset(key: jax.Array) -> jax.Array:
+            if theta_j is not None:
+                return theta_j
+            return tscale * jax.random.normal(key, (d,), jnp.float32)
 
     def draw_contexts(key: jax.Array) -> jax.Array:
         if pool_j is not None:
@@ -259,7 +277,9 @@ def linear_bandit(
                 rewards="binary" if bernoulli else "real")
     cfg: dict[str, Any] = {
         "kind": "linear", "n_arms": k, "n_features": d, "noise": noise,
-        "theta": theta_fixed.tolist() if theta_fixed is not None else {"distribution": "normal", "scale": tscale},
+        "theta": ({"distribution": "normal", "scale": tscale} if theta_fixed is None
+                  else {"distribution": "per_run", "runs": len(theta_fixed)} if theta_fixed.ndim == 2
+                  else theta_fixed.tolist()),
         "contexts": kind if pool is None else {"pool_shape": list(pool.shape)},
         "groups": grp.describe(), "reward_range": None if rr is None else list(rr),
     }

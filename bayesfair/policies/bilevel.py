@@ -68,7 +68,7 @@ from bayesfair.compat import bounded_requires, posterior_requires
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.policies.base import Policy, check_reward_range
-from bayesfair.policies.fairx import check_ascent, fairx_ts, fairx_ucb, run_ascent
+from bayesfair.policies.fairx import check_ascent, exact_box_argmax, fairx_ts, fairx_ucb, run_ascent
 from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, floats, integer, pair, real
 from bayesfair.types import Observation, Spec
@@ -348,18 +348,22 @@ def _add_reward(total: jax.Array, obs: Outcome) -> jax.Array:
     return total + (jnp.arange(total.shape[0]) == obs.arm) * jnp.asarray(obs.reward, jnp.float32)
 
 
-def _optimistic_estimate(merit: Merit, delta: float, lo: float, hi: float, lr: float, steps: int, start: str):
+def _optimistic_estimate(merit: Merit, delta: float, lo: float, hi: float, lr: float, steps: int, start: str,
+                         solver: str = "pga"):
     """Subroutine 2 line 5 / Subroutine 3 line 5 for all groups at once.
 
     The groups partition the arms, so sum_g value_g(mu) is separable and one projected ascent on
     it maximizes every group's value over its own box simultaneously. As FairX-UCB does (Section
     5.1 of the FairX paper): ``steps`` projected gradient-ascent steps of size ``lr`` from the
-    upper corner (or the clipped empirical mean).
+    upper corner (or the clipped empirical mean); ``solver="exact"``: every group's maximum
+    exactly (:func:`bayesfair.policies.fairx.exact_box_argmax`).
     """
 
     def estimate(key: jax.Array, state: BilevelState) -> jax.Array:
         mu_hat, low, high = _confidence_box(state, delta, lo, hi)
         member = state.member
+        if solver == "exact":
+            return exact_box_argmax(merit, low, high, member)
 
         def objective(mu):
             return jnp.sum(_within_fair(merit, mu, member)[1])
@@ -379,11 +383,11 @@ def _posterior_estimate(posterior: Posterior):
 
 
 def _optimistic_fair_parts(merit: Merit, delta: float, lo: float, hi: float, lr: float, steps: int,
-                           start: str) -> dict[str, Any]:
+                           start: str, solver: str) -> dict[str, Any]:
     """The ``_build`` pieces of the optimistic fair policies (BF-UCB, anytime MF): optimistic
     means from reward sums, and the within-group fair policy of those means."""
     return {
-        "estimate": _optimistic_estimate(merit, delta, lo, hi, lr, steps, start),
+        "estimate": _optimistic_estimate(merit, delta, lo, hi, lr, steps, start, solver),
         "within_rule": lambda mu, member: _within_fair(merit, mu, member),
         "init_stats": _reward_sums,
         "update_stats": _add_reward,
@@ -397,7 +401,7 @@ def _optimistic_fair_parts(merit: Merit, delta: float, lo: float, hi: float, lr:
 @declare("policy", example=[{}, {"start": "center", "delta": 0.1}, {"merit": {"name": "identity"}}],
          groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"),
          delta=real(0.0, 1.0, low_open=True, high_open=True), reward_range=pair(), learning_rate=POSITIVE,
-         steps=integer(0, 1000, cap=True), start=choice("upper", "center"))
+         steps=integer(0, 1000, cap=True), start=choice("upper", "center"), solver=choice("pga", "exact"))
 def bf_ucb(
     groups_beta: Any,
     merit: Merit,
@@ -407,6 +411,7 @@ def bf_ucb(
     learning_rate: float = 0.01,
     steps: int = 10,
     start: str = "upper",
+    solver: str = "pga",
 ) -> Policy:
     """BF-UCB, Algorithm 1 of the bi-level fairness paper (AAMAS 2024).
 
@@ -446,6 +451,12 @@ def bf_ucb(
         (:func:`bayesfair.fairx_ucb`): ``steps`` steps of size ``learning_rate`` from the upper
         corner (``"upper"``) or the clipped empirical mean (``"center"``). With f(mu) = mu and
         means above 0.5 the upper corner is the exact maximizer (Section 6.2).
+    solver : {"pga", "exact"}
+        ``"pga"`` (default): the ascent above, as the FairX experiments the paper adapts (its
+        Section 6 does not name a solver for line 5); ``"exact"``: every group's line 5 solved
+        exactly (:func:`bayesfair.policies.fairx.exact_box_argmax`; ``learning_rate``, ``steps``
+        and ``start`` unused). No value for never-pulled arms is needed: every arm is pulled
+        once in the initialization (lines 7-8) before any optimistic point is used.
 
     Returns
     -------
@@ -457,12 +468,12 @@ def bf_ucb(
     merit = _check_merit(merit)
     delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
-    lr, steps = check_ascent(learning_rate, steps, start)
+    lr, steps = check_ascent(learning_rate, steps, start, solver)
     cfg = {"algorithm": "bf_ucb", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi],
-           "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
+           "learning_rate": lr, "steps": steps, "start": start, "solver": solver, "merit": merit.describe()}
     return _build(
         name="BF-UCB", config=cfg, beta=beta, requires=bounded_requires(lo, hi, "BF-UCB"),
-        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
+        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start, solver),
     )
 
 
@@ -546,7 +557,7 @@ def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
 
 @declare("policy", example=[{}, {"horizon": 1000}], delta=real(0.0, 1.0, low_open=True, high_open=True),
          horizon=integer(1), reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
-         start=choice("upper", "center"))
+         start=choice("upper", "center"), solver=choice("pga", "exact"))
 def mf(
     merit: Merit,
     *,
@@ -556,6 +567,7 @@ def mf(
     learning_rate: float = 0.01,
     steps: int = 10,
     start: str = "upper",
+    solver: str = "pga",
 ) -> Policy:
     """MF baseline (Section 6.1.2): meritocratic fairness over all arms, ignoring the groups.
 
@@ -570,22 +582,22 @@ def mf(
       authors' released experiment code runs for MF.
     - ``horizon=T``: exactly :func:`bayesfair.fairx_ucb` with Theorem 3.2.1's w0 (renamed MF).
 
-    ``reward_range``, ``learning_rate``, ``steps`` and ``start`` are as in :func:`bf_ucb`.
+    ``reward_range``, ``learning_rate``, ``steps``, ``start`` and ``solver`` are as in :func:`bf_ucb`.
     """
     merit = _check_merit(merit)
     delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
-    lr, steps = check_ascent(learning_rate, steps, start)
+    lr, steps = check_ascent(learning_rate, steps, start, solver)
     if horizon is not None:
         pol = fairx_ucb(merit, horizon=horizon, delta=delta, reward_range=(lo, hi), learning_rate=lr,
-                        steps=steps, start=start)
+                        steps=steps, start=start, solver=solver)
         return pol._replace(name="MF", config={**pol.config, "algorithm": "mf", "variant": "fairx_ucb"},
                             requires=bounded_requires(lo, hi, "MF"))
     cfg = {"algorithm": "mf", "variant": "anytime", "delta": delta, "reward_range": [lo, hi],
-           "learning_rate": lr, "steps": steps, "start": start, "merit": merit.describe()}
+           "learning_rate": lr, "steps": steps, "start": start, "solver": solver, "merit": merit.describe()}
     return _build(
         name="MF", config=cfg, beta=None, requires=bounded_requires(lo, hi, "MF"),
-        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start),
+        **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start, solver),
     )
 
 

@@ -5,7 +5,8 @@ samples the arm from it:
 
 - FairX-TS (Algorithm 2): mu_t is one posterior draw.
 - FairX-UCB (Algorithm 1): mu_t is the optimistic parameter in the confidence box, found by
-  projected gradient ascent as in the paper's experiments (Section 5.1: lr 0.01, 10 steps).
+  projected gradient ascent as in the paper's experiments (Section 5.1: lr 0.01, 10 steps), or
+  exactly (:func:`exact_box_argmax`).
 - FairX-EG (Section 5.1): with probability epsilon uniform, else the fair policy of mu_hat.
 """
 
@@ -33,7 +34,7 @@ from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, integer, pair, real
 from bayesfair.types import Observation, Spec
 
-__all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState"]
+__all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState", "exact_box_argmax"]
 
 
 @declare("policy",
@@ -69,15 +70,80 @@ def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
     return math.sqrt(2.0 * math.log(4.0 * horizon * n_arms / delta))
 
 
-def check_ascent(learning_rate: Any, steps: Any, start: Any) -> tuple[float, int]:
-    """Validate the projected-gradient-ascent settings shared by the optimistic fair policies."""
+def check_ascent(learning_rate: Any, steps: Any, start: Any, solver: Any = "pga") -> tuple[float, int]:
+    """Validate the optimistic-step settings shared by the optimistic fair policies."""
     lr = finite_float("learning_rate", learning_rate)
     if lr <= 0:
         raise ValueError(f"learning_rate must be > 0, got {lr}")
     steps = positive_int("steps", steps, minimum=0)
     if start not in ("upper", "center"):
         raise ValueError(f"start must be 'upper' or 'center', got {start!r}")
+    if solver not in ("pga", "exact"):
+        raise ValueError(f"solver must be 'pga' or 'exact', got {solver!r}")
     return lr, steps
+
+
+def _floor_lifted(merit: Merit, low: jax.Array, high: jax.Array) -> jax.Array:
+    """Raise ``low`` to the identity merit's floor (within the box): f is constant below the
+    floor, so a larger mean there raises the numerator and leaves every weight unchanged."""
+    if merit.name == "identity" and "floor" in merit.params:
+        return jnp.maximum(low, jnp.minimum(merit.params["floor"], high))
+    return low
+
+
+def exact_box_argmax(merit: Merit, low: jax.Array, high: jax.Array, member: jax.Array | None = None) -> jax.Array:
+    """argmax over the box ``low <= mu <= high`` of every group's fair value, solved exactly.
+
+    The value of a group g is V_g(mu) = sum_{a in g} f(mu_a) mu_a / sum_{a in g} f(mu_a), a ratio
+    (line 7 of FairX-UCB's Algorithm 1 with one group; Subroutine 2/3 line 5 of BF-UCB with the
+    groups, which partition the arms, so each group is maximized over its own box).
+
+    Why the optimum is one of K + 1 vertices. Let lambda* be the maximum. By Dinkelbach's
+    argument, a maximizer maximizes sum_a f(mu_a) (mu_a - lambda*), which is separable: each arm
+    maximizes g(m) = f(m) (m - lambda*) over [l_a, h_a]. Above lambda*, g increases (f > 0,
+    nondecreasing); below, -g = f(m) (lambda* - m) is log-concave when f is, hence quasi-concave,
+    so its minimum over an interval is at an end. Hence every arm sits at l_a or h_a, and h_a is
+    (weakly) better exactly when lambda* <= t_a = (f(h_a) h_a - f(l_a) l_a) / (f(h_a) - f(l_a))
+    (t_a = +inf when f(h_a) = f(l_a)). So the optimum is "h_a for the arms with t_a >= tau, l_a for
+    the others" for some tau in {t_1, ..., t_K, +inf}; all K + 1 of them are evaluated and the
+    best is kept per group. Exact for log-concave f: the exponential merit (log f linear), the
+    identity above its floor (below the floor f is constant and the low end is raised to the
+    floor). For any other nondecreasing positive f (a custom merit) it is the best vertex of the
+    box, which the same argument restricted to vertices shows.
+
+    Parameters
+    ----------
+    merit : Merit
+        The merit function f.
+    low, high : jax.Array [K]
+        The box, ``low <= high``.
+    member : jax.Array [K, m], optional
+        One-hot arm-to-group matrix; one group holding every arm when omitted.
+
+    Returns
+    -------
+    jax.Array [K]
+        The maximizer. Cost O(K^2 m) per call, pure jnp (jit- and vmap-able).
+    """
+    k = low.shape[-1]
+    if member is None:
+        member = jnp.ones((k, 1), low.dtype)
+    low = _floor_lifted(merit, low, high)
+    log_f = merit.log_fn if merit.log_fn is not None else (lambda m: jnp.log(merit.fn(m)))
+    lf_low, lf_high = log_f(low), log_f(high)
+    ratio = jnp.exp(jnp.minimum(lf_low - lf_high, 0.0))  # f(l) / f(h) in (0, 1]
+    t = jnp.where(ratio < 1.0, (high - ratio * low) / jnp.maximum(1.0 - ratio, jnp.finfo(low.dtype).tiny),
+                  jnp.inf)
+    tau = jnp.concatenate([t, jnp.full((1,), jnp.inf, t.dtype)])
+    up = t[None, :] >= tau[:, None]  # [K + 1 candidates, K arms]
+    mu = jnp.where(up, high, low)
+    logits = jnp.where(up, lf_high, lf_low)
+    gidx = jnp.argmax(member, axis=1)
+    gmax = jnp.max(jnp.where(member[None] > 0, logits[:, :, None], -jnp.inf), axis=1)  # [K + 1, m]
+    w = jnp.exp(logits - gmax[:, gidx])
+    value = ((w * mu) @ member) / (w @ member)  # [K + 1, m]
+    best = jnp.argmax(value, axis=0)  # [m]
+    return jnp.where(up[best[gidx], jnp.arange(k)], high, low)
 
 
 UNROLL_STEPS = 32  # ascent steps traced one by one (the default 10: unchanged numbers)
@@ -104,10 +170,11 @@ class UCBState(NamedTuple):
     w0: jax.Array
 
 
-@declare("policy", example=[{}, {"w0": 0.5, "start": "center"}, {"merit": {"name": "identity"}, "w0": 1.0}],
+@declare("policy", example=[{}, {"w0": 0.5, "start": "upper"}, {"merit": {"name": "identity"}, "w0": 1.0},
+                             {"w0": 0.5, "solver": "exact", "initial_estimate": 0.2}],
          w0=POSITIVE, horizon=integer(1, inherit="horizon"), delta=real(0.0, 1.0, low_open=True, high_open=True),
          reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
-         start=choice("upper", "center"))
+         start=choice("upper", "center"), solver=choice("pga", "exact"), initial_estimate=real())
 def fairx_ucb(
     merit: Merit,
     *,
@@ -117,7 +184,9 @@ def fairx_ucb(
     reward_range: tuple[float, float] = (0.0, 1.0),
     learning_rate: float = 0.01,
     steps: int = 10,
-    start: str = "upper",
+    start: str = "center",
+    solver: str = "pga",
+    initial_estimate: float | None = None,
 ) -> Policy:
     """FairX-UCB, Algorithm 1.
 
@@ -125,8 +194,10 @@ def fairx_ucb(
     CR_t = prod_a [mu_hat - w, mu_hat + w]. The box is intersected with the known
     ``reward_range`` (which contains the true means, so CR_t still does); an arm never pulled has
     the whole range. Line 7: mu_t = argmax_{mu in CR_t} sum_a f(mu_a) mu_a / sum_a' f(mu_a'),
-    non-convex; solved as the paper's experiments do, by ``steps`` projected gradient-ascent steps
-    of size ``learning_rate`` (projection onto a box = clipping). Lines 8-9: pi_t and a_t ~ pi_t.
+    non-convex; ``solver="pga"`` (default) solves it as the paper's experiments do (Section 5.1,
+    "we use projected gradient ascent ... learning rate 0.01 ... 10 steps"), ``solver="exact"``
+    exactly (:func:`exact_box_argmax`, a different algorithm in practice: the ascent barely moves
+    from its start, lr x steps = 0.1). Lines 8-9: pi_t and a_t ~ pi_t.
 
     Parameters
     ----------
@@ -140,16 +211,28 @@ def fairx_ucb(
     reward_range : (float, float)
         Known bounds of the mean rewards.
     learning_rate, steps
-        Projected gradient ascent settings (the paper: 0.01 and 10).
-    start : {"upper", "center"}
-        Starting point of the ascent. The paper does not state it. ``"upper"`` (default) starts
-        at the upper corner mu_hat + w, the maximizer whenever the objective increases in every
-        coordinate; the ascent then only lowers arms whose larger mean would lower the fair
-        reward. ``"center"`` starts at mu_hat.
+        Projected gradient ascent settings (the paper: 0.01 and 10); unused by ``"exact"``.
+    start : {"center", "upper"}
+        Starting point of the ascent; unused by ``"exact"``. The paper does not state it.
+        ``"center"`` (default) starts at the empirical means mu_hat (clipped to the box):
+        with lr x steps = 0.1 the ascent stays near its start, and this start reproduces the
+        paper's Figure 2 (FairX-UCB with the best reward regret of the FairX algorithms, Section
+        5.3) where ``"upper"`` does not (experiments/fairx_yeast/README.md, "Solvers and start").
+        ``"upper"`` starts at the upper corner mu_hat + w, the maximizer whenever the objective
+        increases in every coordinate; with 10 small steps it leaves the low arms over-exposed
+        (the default before issue 19).
+    solver : {"pga", "exact"}
+        How line 7 is solved: ``"pga"`` (default, the paper's experiments, Section 5.1) or
+        ``"exact"``.
+    initial_estimate : float, optional
+        mu_hat of an arm never pulled (the paper leaves it open); default the middle of
+        ``reward_range``. Only the ``"center"`` start uses it: the box of such an arm is the
+        whole range.
     """
     merit = resolve_merit(merit)
     lo, hi = check_reward_range(reward_range)
-    lr, steps = check_ascent(learning_rate, steps, start)
+    lr, steps = check_ascent(learning_rate, steps, start, solver)
+    init_est = 0.5 * (lo + hi) if initial_estimate is None else finite_float("initial_estimate", initial_estimate)
     if w0 is None:
         if horizon is None:
             raise ValueError("fairx_ucb needs w0, or horizon (and delta) for Theorem 3.2.1's w0")
@@ -168,10 +251,12 @@ def fairx_ucb(
 
     def optimistic_mu(state: UCBState) -> jax.Array:
         n = state.counts.n
-        mu_hat = empirical_mean(state.counts, 0.5 * (lo + hi))
+        mu_hat = empirical_mean(state.counts, init_est)
         w = state.w0 * jax.lax.rsqrt(jnp.maximum(n, 1.0))
         low = jnp.where(n > 0, jnp.maximum(lo, mu_hat - w), lo)
         high = jnp.where(n > 0, jnp.minimum(hi, mu_hat + w), hi)
+        if solver == "exact":
+            return exact_box_argmax(merit, low, high)
         mu = high if start == "upper" else jnp.clip(mu_hat, low, high)
         return run_ascent(lambda m: jnp.clip(m + lr * grad(m), low, high), mu, steps)
 

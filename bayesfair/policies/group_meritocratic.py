@@ -45,9 +45,11 @@ Round t (``obs.t``, 1-based, as the simulator passes it) uses t~ = floor((t - 1)
 Perturbation and ties
 ---------------------
 Line 5 adds rho gamma / sqrt(d t~) with gamma ~ N(0, I_d) to the ridge estimate (mu~ = 0 when
-t~ = 0). The divisor is lost in this project's text copy of the paper; sqrt(d t~) is what makes
-the perturbation's V-norm O(rho L) (the L in b1 = lambda^1/2 + R + L of Lemma 5.3, with rho <= 1)
-and is the scaling of the authors' public code. The paper lets rho be arbitrarily small; in
+t~ = 0). The paper's line 5 reads rho gamma / sqrt(t~) (``rho_scale="sqrt_t"`` selects it; the
+divisor is lost in this project's text copy); the default ``rho_scale="sqrt_dt"`` divides by
+sqrt(d t~), which makes the perturbation's norm O(rho) whatever d (E||gamma||^2 = d), keeps its
+V-norm O(rho L) (the L in b1 = lambda^1/2 + R + L of Lemma 5.3, with rho <= 1) and is the scaling
+of the authors' public code. The paper lets rho be arbitrarily small; in
 float32 a tiny rho is lost to rounding exactly when it matters (t~ = 1, where the ridge estimate
 lies in the span of one context and the other arms' estimated rewards are constant), so the
 default is rho = 0.1. Line 7 samples uniformly among the maximizers of the estimated rank; pi_t
@@ -75,7 +77,7 @@ from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
-from bayesfair.registry import POSITIVE, declare, integer, real
+from bayesfair.registry import POSITIVE, choice, declare, integer, real
 from bayesfair.types import Observation, Spec
 
 __all__ = [
@@ -170,7 +172,7 @@ def default_block(capacity: int) -> int:
     return int(min(max(2 ** round(math.log2(target)), 64), 512))
 
 
-def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool) -> Policy:
+def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool, rho_scale: str = "sqrt_dt") -> Policy:
     name = "Fair-Greedy (multi-group)" if multigroup else "Fair-Greedy"
     horizon = int(horizon)  # horizon, lam, rho, block: ranges checked by the constructors' declarations
     lam, ridge = _lam(lam)
@@ -215,8 +217,8 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool)
         t = jnp.asarray(obs.t, jnp.int32)
         tt = (t - 1) // 2  # t~ (line 4)
         k_gamma, k_rank, k_arm = jax.random.split(key, 3)
-        # line 5: mu~ = V^-1 X'r + rho gamma / sqrt(d t~), and 0 when t~ = 0
-        scale = rho / jnp.sqrt(d * jnp.maximum(tt, 1).astype(jnp.float32))
+        # line 5: mu~ = V^-1 X'r + rho gamma / sqrt(d t~) (or / sqrt(t~), the paper's text), and 0 when t~ = 0
+        scale = rho / jnp.sqrt((d if rho_scale == "sqrt_dt" else 1) * jnp.maximum(tt, 1).astype(jnp.float32))
         mu = state.theta + scale * jax.random.normal(k_gamma, (d,), jnp.float32)
         mu = jnp.where(tt > 0, mu, 0.0)
         now = x @ mu  # [K] estimated rewards <mu~, X_t,a>
@@ -279,13 +281,16 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool)
         return FairGreedyState(ridge_state, theta, contexts, groups, state.arm_groups, actions, rewards)
 
     cfg = {"algorithm": "fair_greedy_multigroup" if multigroup else "fair_greedy", "lam": lam, "rho": rho,
-           "horizon": horizon, "block": blk, "perturbation": "rho * N(0, I) / sqrt(d * t~)"}
+           "horizon": horizon, "block": blk, "rho_scale": rho_scale,
+           "perturbation": "rho * N(0, I) / sqrt(d * t~)" if rho_scale == "sqrt_dt" else "rho * N(0, I) / sqrt(t~)"}
     return Policy(init, select, update, name, cfg)
 
 
 @declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
-         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1))
-def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int | None = None) -> Policy:
+         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1),
+         rho_scale=choice("sqrt_dt", "sqrt_t"))
+def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int | None = None,
+                rho_scale: str = "sqrt_dt") -> Policy:
     """Fair-Greedy, Algorithm 1: one candidate per arm, arm a is group a.
 
     Line 4: t~ = floor((t - 1) / 2). Line 5: mu~_t = V_t~^-1 X'_1:t~ r_1:t~ + rho gamma / sqrt(d t~)
@@ -305,6 +310,10 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
         Noise magnitude rho in (0, 1] of line 5 (default 0.1; see the module docstring).
     block : int, optional
         Rows per block of the empirical-CDF loop (default :func:`default_block`).
+    rho_scale : {"sqrt_dt", "sqrt_t"}
+        The perturbation's divisor in line 5: ``"sqrt_dt"`` (default) rho gamma / sqrt(d t~),
+        the authors' code and an O(rho) perturbation norm for any d; ``"sqrt_t"`` rho gamma /
+        sqrt(t~), line 5 as printed (sqrt(d) = 4.1 times larger at the Section 6 problem's d = 17).
 
     Returns
     -------
@@ -312,13 +321,16 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
         ``select`` reports ``info["rank"]`` (the estimated relative ranks) and ``info["theta"]``
         (mu~_t).
     """
-    return _fair_greedy(horizon, lam, rho, block, multigroup=False)
+    if rho_scale not in ("sqrt_dt", "sqrt_t"):
+        raise ValueError(f"rho_scale must be 'sqrt_dt' or 'sqrt_t', got {rho_scale!r}")
+    return _fair_greedy(horizon, lam, rho, block, multigroup=False, rho_scale=rho_scale)
 
 
 @declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
-         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1))
+         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1),
+         rho_scale=choice("sqrt_dt", "sqrt_t"))
 def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
-                           block: int | None = None) -> Policy:
+                           block: int | None = None, rho_scale: str = "sqrt_dt") -> Policy:
     """Fair-Greedy with K candidates of random groups per round (Section 7, Appendix E).
 
     As :func:`fair_greedy`, except that each candidate (X_t,a, s_t,a) carries its group
@@ -332,29 +344,37 @@ def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
 
     Parameters
     ----------
-    horizon, lam, rho, block
+    horizon, lam, rho, block, rho_scale
         As in :func:`fair_greedy`.
     """
-    return _fair_greedy(horizon, lam, rho, block, multigroup=True)
+    if rho_scale not in ("sqrt_dt", "sqrt_t"):
+        raise ValueError(f"rho_scale must be 'sqrt_dt' or 'sqrt_t', got {rho_scale!r}")
+    return _fair_greedy(horizon, lam, rho, block, multigroup=True, rho_scale=rho_scale)
 
 
-@declare("policy", example_env={"name": "gmf_synthetic"}, lam=POSITIVE, noise_sd=POSITIVE,
-         theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
-def oful(*, lam: float = 0.1, noise_sd: float = 1.0, theta_bound: float = 1.0, delta: float = 0.05) -> Policy:
+@declare("policy", example={"noise_sd": 2.0, "theta_bound": 14.3}, example_env={"name": "gmf_synthetic"},
+         lam=POSITIVE, noise_sd=POSITIVE, theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
+def oful(*, noise_sd: float, theta_bound: float, lam: float = 0.1, delta: float = 0.05) -> Policy:
     """OFUL (Abbasi-Yadkori et al. 2011), the optimistic baseline of Sections 6-7.
 
     a_t = argmax_a <theta^_t, X_t,a> + beta_t ||X_t,a||_{V_t^-1} over the ridge estimate of all
     past rounds, with beta_t = R sqrt(ln det V_t - d ln lambda + 2 ln(1 / delta)) + sqrt(lambda) S
     ([1], Theorem 2), i.e. :func:`bayesfair.policies.linucb` with ``beta=None``; ties uniform.
 
+    R and S belong to the problem, so both are required (no default): the former defaults R = 1,
+    S = 1 gave an invalid radius on the Section 6 problem (R = 2, ||mu*||_2 = 14.3), where OFUL then
+    behaves almost greedily (experiments/group_meritocratic/README.md).
+
     Parameters
     ----------
+    noise_sd : float
+        R, the sub-Gaussian constant of the reward noise (2 in Section 6: ``noise_sd`` of
+        :func:`~bayesfair.environments.group_meritocratic.gmf_synthetic`).
+    theta_bound : float
+        S >= ||mu*||_2 (``environment.config["theta"]``'s norm for the group-meritocratic
+        environments).
     lam : float
         lambda > 0 (the paper: 0.1).
-    noise_sd : float
-        R, the sub-Gaussian constant of the reward noise (2 in Section 6).
-    theta_bound : float
-        S >= ||mu*||_2.
     delta : float
         Confidence level: ||theta^_t - mu*||_{V_t} <= beta_t for all t with probability >= 1 - delta.
     """

@@ -316,6 +316,11 @@ def fairx_linucb(
 
     The cost per round is O(d^3) (the eigendecomposition), plus O(steps K d) for the ascent.
 
+    Unlike FairX-UCB's box (:func:`bayesfair.policies.fairx.exact_box_argmax`), line 7 has no
+    exact solver here: the attainable means theta . x_t,a are coupled through one ellipsoid, not
+    a product of intervals, so the K + 1 threshold-vertex argument does not apply. The default
+    start, theta_hat_t, is the analogue of FairX-UCB's default (the empirical means).
+
     Parameters
     ----------
     merit : Merit

@@ -4,7 +4,8 @@ Reproduces the yeast experiments of fairness_of_exposure_fairx_icml2021 (Section
 
 - Figure 1: average exposure per arm after 2,000 and 2,000,000 rounds (MAB, f = exp(4 mu)) of
   UCB, TS, FairX-UCB and FairX-TS next to the optimal fair exposure pi*.
-- Figure 2: fairness and reward regret over time (MAB, c = 10) of FairX-UCB/TS/EG and UCB/TS.
+- Figure 2: fairness and reward regret over time (MAB, c = 10) of FairX-UCB/TS/EG and UCB/TS;
+  FairX-UCB with both solvers of line 7 (the paper's projected gradient ascent, and exact).
 - Figure 3: the same for the linear bandit with 50-d random Fourier feature contexts (c = 3):
   FairX-LinUCB/LinTS/LinEG and LinUCB/LinTS.
 - sweep: final fairness and reward regret of the FairX MAB policies against the steepness c.
@@ -45,7 +46,7 @@ REPO = HERE.parents[1]
 
 CONFIGS = {fig: REPO / "experiments" / "configs" / f"fairx_yeast_{name}.toml"
            for fig, name in (("fig1", "fig1"), ("fig2", "fig2"), ("fig3", "fig3"), ("sweep", "c_sweep"))}
-MAB_ALL = ("FairX-UCB", "FairX-TS", "FairX-EG", "UCB", "TS")
+MAB_ALL = ("FairX-UCB", "FairX-UCB-exact", "FairX-TS", "FairX-EG", "UCB", "TS")
 LINEAR_ALL = ("FairX-LinUCB", "FairX-LinTS", "FairX-LinEG", "LinUCB", "LinTS")
 FIG1_POLICIES = ("UCB", "TS", "FairX-UCB", "FairX-TS")
 SWEEP_POLICIES = ("FairX-UCB", "FairX-TS", "FairX-EG")
@@ -81,6 +82,7 @@ GRIDS: dict[str, dict[str, dict[str, list]]] = {
     "paper": {
         "UCB": {"w0": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
         "FairX-UCB": {"w0": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
+        "FairX-UCB-exact": {"w0": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
         "TS": {"prior_var": [0.01, 0.1, 1.0], "noise_var": [0.01, 0.1, 1.0]},
         "FairX-TS": {"prior_var": [0.01, 0.1, 1.0], "noise_var": [0.01, 0.1, 1.0]},
         "FairX-EG": {"epsilon": [0.001, 0.01, 0.05, 0.1, 0.2]},
@@ -94,6 +96,7 @@ GRIDS: dict[str, dict[str, dict[str, list]]] = {
     "small": {
         "UCB": {"w0": [0.3]},
         "FairX-UCB": {"w0": [0.1, 1.0]},
+        "FairX-UCB-exact": {"w0": [0.1, 1.0]},
         "TS": {"prior_var": [1.0], "noise_var": [0.25]},
         "FairX-TS": {"prior_var": [1.0], "noise_var": [0.05, 0.25]},
         "FairX-EG": {"epsilon": [0.02, 0.1]},
@@ -107,7 +110,7 @@ GRIDS: dict[str, dict[str, dict[str, list]]] = {
 
 # --no-tune defaults (smoke runs only; not the paper's values, which it does not report).
 DEFAULTS: dict[str, dict[str, float]] = {
-    "UCB": {"w0": 0.3}, "FairX-UCB": {"w0": 0.3},
+    "UCB": {"w0": 0.3}, "FairX-UCB": {"w0": 0.3}, "FairX-UCB-exact": {"w0": 0.3},
     "TS": {"prior_var": 1.0, "noise_var": 0.25}, "FairX-TS": {"prior_var": 1.0, "noise_var": 0.25},
     "FairX-EG": {"epsilon": 0.05},
     "LinUCB": {"lam": 1.0, "beta": 0.3}, "FairX-LinUCB": {"lam": 1.0, "beta": 0.3},
