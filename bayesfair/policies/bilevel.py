@@ -566,7 +566,7 @@ def mf(
     reward_range: tuple[float, float] = (0.0, 1.0),
     learning_rate: float = 0.01,
     steps: int = 10,
-    start: str = "upper",
+    start: str | None = None,
     solver: str = "pga",
 ) -> Policy:
     """MF baseline (Section 6.1.2): meritocratic fairness over all arms, ignoring the groups.
@@ -582,11 +582,16 @@ def mf(
       authors' released experiment code runs for MF.
     - ``horizon=T``: exactly :func:`bayesfair.fairx_ucb` with Theorem 3.2.1's w0 (renamed MF).
 
-    ``reward_range``, ``learning_rate``, ``steps``, ``start`` and ``solver`` are as in :func:`bf_ucb`.
+    ``reward_range``, ``learning_rate``, ``steps``, ``start`` and ``solver`` are as in :func:`bf_ucb`,
+    except that ``start`` defaults to the default of the algorithm MF runs: ``"center"`` (FairX-UCB's)
+    with ``horizon``, ``"upper"`` (BF-UCB's) without, so ``mf(merit, horizon=T)`` is
+    ``fairx_ucb(merit, horizon=T)`` with its defaults.
     """
     merit = _check_merit(merit)
     delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
+    if start is None:
+        start = "center" if horizon is not None else "upper"
     lr, steps = check_ascent(learning_rate, steps, start, solver)
     if horizon is not None:
         pol = fairx_ucb(merit, horizon=horizon, delta=delta, reward_range=(lo, hi), learning_rate=lr,
