@@ -220,7 +220,8 @@ def _implied_prior(env: Environment) -> dict[str, Any] | None:
         if set(means["low"]) == {0.0} and set(means["high"]) == {1.0}:
             return {"family": "beta_bernoulli", "params": {"a0": 1.0, "b0": 1.0}}
     theta = cfg.get("theta")
-    if cfg.get("kind") == "linear" and cfg.get("noise") == "gaussian" and isinstance(theta, Mapping):
+    if (cfg.get("kind") == "linear" and cfg.get("noise") == "gaussian" and isinstance(theta, Mapping)
+            and theta.get("distribution") == "normal"):
         return {"family": "linear_known_variance",
                 "params": {"prior_mean": 0.0, "prior_var": theta["scale"] ** 2, "noise_var": cfg["sigma"] ** 2}}
     return None
