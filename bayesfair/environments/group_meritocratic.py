@@ -374,9 +374,10 @@ def _instance_reset(designs: list[_BlockDesign], n_candidates: int, proportions:
         cdf, _ = _block_cdf(design.group_weights, design.offsets, cdf_seed)
         if cdf.kind != "grid":
             many = int((design.group_weights != 0).sum(axis=1).max())
-            raise ValueError(f"{field}[{r}] (the instance of run {r}) has a group with {many} non-zero weights: per-run "
-                             f"instances need the analytic group CDF (at most {_MAX_EXACT_TERMS} non-zero weights per "
-                             f"group; a sampled CDF table per run would take {_MC_DRAWS * 4 // 2**20} MiB per group)")
+            raise ValueError(f"{field}[{r}] (the instance of run {r}) has a group with {many} non-zero weights: "
+                             f"per-run instances need the analytic group CDF (at most {_MAX_EXACT_TERMS} non-zero "
+                             f"weights per group; a sampled CDF table per run would take "
+                             f"{_MC_DRAWS * 4 // 2**20} MiB per group)")
         tables.append(np.asarray(cdf.table))
         los.append(np.asarray(cdf.lo))
         steps.append(np.asarray(cdf.step))
@@ -452,7 +453,8 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
         "kind": name, "setting": setting, "n_candidates": n_candidates, "n_groups": n_groups, "block_size": m,
         "n_features": d, "bias_step": design.bias_step, "noise_sd": noise_sd,
         **({"theta": design.theta.tolist(), "bias_weight": design.bias_weight} if designs is None else
-           {"theta": {"distribution": "per_run", "runs": len(designs), "given_as": field}}), "group_names": list(names), "true_cdf": cdf_kind,
+           {"theta": {"distribution": "per_run", "runs": len(designs), "given_as": field}}),
+        "group_names": list(names), "true_cdf": cdf_kind,
         "proportions": None if proportions is None else proportions.tolist(),
     }
     env = Environment(spec, groups_rec, reset, step, arm_means, name, cfg)
