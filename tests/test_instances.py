@@ -234,3 +234,23 @@ def test_biased_and_gmf_instance_files(tmp_path):
     np.testing.assert_allclose(np.asarray(env.reset(None, 2).theta), theta[2], rtol=1e-6)
     with pytest.raises(ValueError, match="theta_file alone"):
         gm.gmf_synthetic(theta=theta, theta_file=str(tmp_path / "theta.csv"))
+
+
+def test_biased_and_gmf_instance_files_from_a_config(tmp_path):
+    """The config forms (beta_file / psi_file, theta_file) build the same per-run environments."""
+    from bayesfair import registry
+
+    beta, psi = _biased_instances(2, n=10)
+    np.save(tmp_path / "beta.npy", beta)
+    np.save(tmp_path / "psi.npy", psi)
+    env = registry.build("environment", {"name": "synthetic_biased", "beta_file": str(tmp_path / "beta.npy"),
+                                         "psi_file": str(tmp_path / "psi.npy")}, "environment")
+    assert env.reset.runs == 2 and env.reset.instances_of == "beta and psi"
+    theta = np.tile(np.r_[np.ravel([[4.0, 3.0, 7.0, 0.0], [8.0, 0, 0, 0], [5.0, 5.0, 0, 0], [2.0] * 4]), 1.0], (3, 1))
+    np.savetxt(tmp_path / "mu.csv", theta, delimiter=",")
+    for table in ({"name": "gmf_synthetic"}, {"name": "gmf_multigroup", "n_candidates": 3,
+                                               "proportions": [0.4, 0.3, 0.2, 0.1]}):
+        env = registry.build("environment", {**table, "theta_file": str(tmp_path / "mu.csv")}, "environment")
+        assert env.reset.runs == 3 and env.config["theta"]["distribution"] == "per_run"
+    with pytest.raises(ConfigError, match="theta_file: no such file"):
+        registry.build("environment", {"name": "gmf_synthetic", "theta_file": str(tmp_path / "no.csv")}, "environment")
