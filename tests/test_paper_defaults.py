@@ -142,7 +142,7 @@ def test_fairx_ucb_has_the_lowest_reward_regret_of_the_fairx_algorithms(fairx_ye
 # ============================================================================================
 # Bi-level fairness: Section 6.2 setting (2), "high number of arms"
 
-BL_T, BL_R = 8_000, 16
+BL_T, BL_R = 8_000, 12
 BL_SIZES = (50, 10)  # majority (group 0), minority (group 1)
 BL_BETA = np.array([0.4, 0.4])
 
@@ -154,8 +154,8 @@ def bilevel_high():
     "arm probabilities"); merit f(mu) = mu and delta = 0.01 (the constructors' default); floors
     beta = (0.4, 0.4) (Section 6.3, line 370). Policies with their defaults: BF-UCB, BF-TS (with
     ``beta_bernoulli()``; the paper runs only BF-UCB), MF and GEF (Section 6.1); and, for the
-    power check of the regret claim, BF-UCB with floors (0.05, 0.9), which serves the minority
-    group 90% of the rounds. T = 8,000 (the paper: 10^7), 16 runs (the paper: 50); the simulator's
+    power check of the regret claim, BF-UCB with floors (0.4, 0.5), which serves the (worse)
+    minority group half of the rounds. T = 8,000 (the paper: 10^7), 12 runs (the paper: 50); the simulator's
     floors are the paper's (0.4, 0.4). Measured: 74 s for 6 policies at a load average of ~10."""
     labels = np.repeat([0, 1], BL_SIZES)
     low = np.repeat([0.7, 0.5], BL_SIZES)
@@ -163,7 +163,7 @@ def bilevel_high():
     env = bf.bernoulli_arms(bf.UniformMeans(low, high), groups=labels)
     merit = bf.merit.identity()
     pols = {"BF-UCB": bl.bf_ucb(BL_BETA, merit), "BF-TS": bl.bf_ts(BL_BETA, merit, bf.beta_bernoulli()),
-            "MF": bl.mf(merit), "GEF": bl.gef(BL_BETA), "BF-UCB (0.05, 0.9)": bl.bf_ucb([0.05, 0.9], merit)}
+            "MF": bl.mf(merit), "GEF": bl.gef(BL_BETA), "BF-UCB (0.4, 0.5)": bl.bf_ucb([0.4, 0.5], merit)}
     with warnings.catch_warnings():  # U[0.5, 1] means against a Beta(1, 1) prior: the note is expected
         warnings.filterwarnings("ignore", message=".*not drawn from their prior")
         return bf.simulate(8, env, pols, BL_T, BL_R, merit=merit, checkpoints=[BL_T // 4, BL_T], floors=BL_BETA)
@@ -186,7 +186,7 @@ def test_bilevel_floors_are_met_and_mf_misses_them(bilevel_high):
 def test_bf_ucb_regret_is_sublinear(bilevel_high):
     """Section 6.3.1 / Figure 1a: BF-UCB's regret against R*_beta (Eq. 1) "is sub-linear"
     (Theorem 7: O(sqrt(T n))). Asserted as mean + 3 s.e. of BFR(T) - 3 BFR(T/4) below 0 (growth
-    below 3x; sqrt: 2x). Power check: BF-UCB with floors (0.05, 0.9) gives the worse group 0.5 more
+    below 3x; sqrt: 2x). Power check: BF-UCB with floors (0.4, 0.5) gives the worse group 0.1 more
     of the rounds than the optimal bi-level policy, a linear regret (mean - 3 s.e. above 0).
 
     Not asserted: BF-TS (not in the paper's experiments), whose regret is already ~0 at T/4 here so
@@ -195,7 +195,7 @@ def test_bf_ucb_regret_is_sublinear(bilevel_high):
     GEF break a fairness level and so earn more than R*_beta."""
     r = bilevel_high["bf_regret"].sel(policy="BF-UCB").values
     assert _upper(r[:, 1] - 3.0 * r[:, 0]) < 0, r.mean(0)
-    bad = bilevel_high["bf_regret"].sel(policy="BF-UCB (0.05, 0.9)").values
+    bad = bilevel_high["bf_regret"].sel(policy="BF-UCB (0.4, 0.5)").values
     assert _lower(bad[:, 1] - 3.0 * bad[:, 0]) > 0, bad.mean(0)
 
 
