@@ -27,6 +27,11 @@ mu = 10. The paper does not print the sign; Figure 1(c) ("when the error mean mu
 IntervalChaining and TopInterval choose fewer sensitive arms") needs a bias *against* the
 sensitive group, so psi's coordinates are U[-2 mu, 0] (mean -mu).
 
+Explicit instances: ``beta`` as ``[runs, n, d]`` and/or ``psi`` as ``[runs, m, d]`` (or, for
+:func:`synthetic_biased`, ``beta_file``/``psi_file``) replace the per-run draws; run r plays row r
+and the study's runs must equal the number of rows (the way to pair with another implementation's
+instances; :func:`env_params` returns what every run played).
+
 Section 5.3 (data, :func:`compas_bandit`, :func:`family_income_bandit`): arms are (group x
 bucket) cells, "at each timestep t, we randomly select an individual from each arm"; the reward
 is the individual's recorded value. The paper treats the recorded value as the observed (biased)

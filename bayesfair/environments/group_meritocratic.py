@@ -31,6 +31,11 @@ per group and looked up by binary search inside jit. In a finite population (Adu
 of a group is exactly the empirical CDF of its members' expected rewards, so the relative rank of
 every member is computed once (float64) and a round only gathers it.
 
+Explicit instances: ``theta`` (mu*) as ``[runs, d]``, ``group_weights`` as ``[runs, G, m]`` or a
+``theta_file`` give every run its own mu* (run r plays row r; the study's runs must equal the
+number of rows), with each run's true group CDFs tabulated from its own weights (analytic CDFs
+only) and carried in the run's :class:`BlockInstance`.
+
 :func:`selection_rate` turns a simulation's ``group_exposure`` and ``group_offered`` into the
 selection share per group normalized by how many candidates of that group were offered (Section 7,
 Figure 2).
