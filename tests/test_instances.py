@@ -254,3 +254,27 @@ def test_biased_and_gmf_instance_files_from_a_config(tmp_path):
         assert env.reset.runs == 3 and env.config["theta"]["distribution"] == "per_run"
     with pytest.raises(ConfigError, match="theta_file: no such file"):
         registry.build("environment", {"name": "gmf_synthetic", "theta_file": str(tmp_path / "no.csv")}, "environment")
+
+
+def test_biased_linear_bandit_instance_files(tmp_path):
+    """biased_linear_bandit's beta_file / psi_file (m = 3 groups here), also from a config table."""
+    from bayesfair import registry
+    from bayesfair.environments import biased as eb
+
+    rng = np.random.default_rng(2)
+    labels = [0, 0, 1, 1, 2, 2]
+    beta = rng.uniform(0, 10, (2, 6, 2))
+    psi = np.zeros((2, 3, 2))
+    psi[:, 1:] = rng.uniform(-5, 0, (2, 2, 2))
+    np.save(tmp_path / "beta.npy", beta)
+    np.savetxt(tmp_path / "psi.csv", psi.reshape(2, -1), delimiter=",")
+    env = registry.build("environment", {"name": "biased_linear_bandit", "group_of_arm": labels, "n_features": 2,
+                                         "beta_file": str(tmp_path / "beta.npy"),
+                                         "psi_file": str(tmp_path / "psi.csv")}, "environment")
+    params = eb.env_params(env, 0, 2)
+    np.testing.assert_allclose(np.asarray(params.beta), beta, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(params.psi), psi, rtol=1e-6)
+    with pytest.raises(ValueError, match="either psi or psi_file"):
+        eb.biased_linear_bandit(labels, 2, psi=psi, psi_file=str(tmp_path / "psi.csv"))
+    drawn = eb.env_params(eb.biased_linear_bandit(labels, 2, beta_file=str(tmp_path / "beta.npy")), 0, 2)
+    assert np.all(np.asarray(drawn.psi)[:, 0] == 0) and np.all(np.asarray(drawn.psi)[:, 1:] <= 0)  # psi still drawn

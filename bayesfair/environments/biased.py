@@ -150,20 +150,27 @@ def _instance_rows(per_run: dict[str, np.ndarray]) -> int | None:
     return next(iter(rows.values()), None)
 
 
+_DEFAULT_BETA = UniformDraw(0.0, 10.0)  # biased_linear_bandit's defaults (identity tells them from given values)
+_DEFAULT_PSI = UniformDraw(-20.0, 0.0)
+
+
 @declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2},
-         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs())
+         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs(),
+         beta_file={"kind": "str"}, psi_file={"kind": "str"})
 def biased_linear_bandit(
     group_of_arm: Any,
     n_features: int,
     *,
-    beta: Any = UniformDraw(0.0, 10.0),
-    psi: Any = UniformDraw(-20.0, 0.0),
+    beta: Any = _DEFAULT_BETA,
+    psi: Any = _DEFAULT_PSI,
     noise_sd: float = 1.0,
     context_low: float = 0.0,
     context_high: float = 1.0,
     reference: int = 0,
     group_names: Any = None,
     name: str | None = None,
+    beta_file: str | None = None,
+    psi_file: str | None = None,
 ) -> Environment:
     """The biased-feedback linear bandit of Section 3.1 (Eq. 2 observed, Eq. 3 true rewards).
 
@@ -190,6 +197,10 @@ def biased_linear_bandit(
         The reference (non-sensitive) group, psi = 0.
     group_names : str sequence [m], optional
     name : str, optional
+    beta_file, psi_file : str, optional
+        Instead of ``beta`` / ``psi``: per-run instances from a file (the config form), a ``.npy``
+        array ``[runs, n, d]`` / ``[runs, m, d]``, or comma-separated text with one run per line
+        holding its matrix flattened row by row (as in :func:`synthetic_biased`).
 
     Returns
     -------
@@ -202,6 +213,8 @@ def biased_linear_bandit(
     labels, m, ref = check_bias_groups(group_of_arm, reference=reference, min_arms=2)
     n = labels.size
     d = int(n_features)  # >= 1: declared
+    beta = _instances_from(None if beta is _DEFAULT_BETA else beta, beta_file, "beta", (n, d), _DEFAULT_BETA)
+    psi = _instances_from(None if psi is _DEFAULT_PSI else psi, psi_file, "psi", (m, d), _DEFAULT_PSI)
     beta_fixed, beta_bounds = _coefficients(beta, (n, d), "beta")
     if isinstance(psi, UniformDraw):
         psi_fixed, psi_bounds = None, psi.bounds(d, "psi")
@@ -335,11 +348,12 @@ def synthetic_biased(
     return env._replace(config=cfg)
 
 
-def _instances_from(value: Any, file: str | None, what: str, shape: tuple[int, int]) -> Any:
-    """``value``, or the per-run instances in ``file``: a .npy array ([runs, *shape] or [*shape]), or
-    comma-separated rows of ``shape[0] * shape[1]`` numbers (one run's matrix, flattened, per line)."""
+def _instances_from(value: Any, file: str | None, what: str, shape: tuple[int, int], default: Any = None) -> Any:
+    """``value`` (``default`` if None), or the per-run instances in ``file``: a .npy array
+    ([runs, *shape] or [*shape]), or comma-separated rows of ``shape[0] * shape[1]`` numbers (one
+    run's matrix, flattened, per line)."""
     if file is None:
-        return value
+        return default if value is None else value
     if value is not None:
         raise ValueError(f"give either {what} or {what}_file, not both")
     from pathlib import Path
