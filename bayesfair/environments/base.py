@@ -23,7 +23,13 @@ class Environment(NamedTuple):
     groups : Groups
         Arm -> group structure (for group exposure).
     reset : callable
-        ``reset(key) -> params``: per-run parameters (e.g. arm means drawn afresh per run).
+        ``reset(key) -> params``: per-run parameters (e.g. arm means drawn afresh per run). An
+        environment of explicit per-run instances (run r plays row r of given arrays: means,
+        theta, beta/psi, mu*) has ``reset(key, run)`` instead and carries the attributes
+        ``reset.runs`` (the number of rows) and ``reset.instances_of`` (the parameter's name, for
+        errors); the simulator then passes the run index and checks that the study has exactly
+        ``runs`` runs (:func:`bayesfair.simulate.reset_run`, :func:`bayesfair.simulate.check_instances`;
+        :func:`bayesfair.environments.arms.per_run_reset` builds the row lookup).
     step : callable
         ``step(key, params, t) -> Round``: the round-t contexts, the reward every candidate
         would return, and every candidate's expected reward. It depends only on its key, so

@@ -27,6 +27,11 @@ mu = 10. The paper does not print the sign; Figure 1(c) ("when the error mean mu
 IntervalChaining and TopInterval choose fewer sensitive arms") needs a bias *against* the
 sensitive group, so psi's coordinates are U[-2 mu, 0] (mean -mu).
 
+Explicit instances: ``beta`` as ``[runs, n, d]`` and/or ``psi`` as ``[runs, m, d]`` (or, for
+:func:`synthetic_biased`, ``beta_file``/``psi_file``) replace the per-run draws; run r plays row r
+and the study's runs must equal the number of rows (the way to pair with another implementation's
+instances; :func:`env_params` returns what every run played).
+
 Section 5.3 (data, :func:`compas_bandit`, :func:`family_income_bandit`): arms are (group x
 bucket) cells, "at each timestep t, we randomly select an individual from each arm"; the reward
 is the individual's recorded value. The paper treats the recorded value as the observed (biased)
@@ -46,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair.environments.arms import load_instances, per_run_reset
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.posteriors.group_bias import check_bias_groups
@@ -124,29 +130,47 @@ def _bounded(name: str, arr: np.ndarray) -> np.ndarray:
 
 
 def _coefficients(value: Any, shape: tuple[int, int], what: str) -> tuple[np.ndarray | None, tuple | None]:
-    """A fixed array of the given shape or a UniformDraw; returns (fixed, (low, high))."""
+    """A fixed array of the given shape, a ``[runs, *shape]`` array of per-run instances, or a
+    UniformDraw; returns (fixed or per-run array, (low, high))."""
     if isinstance(value, UniformDraw):
         return None, value.bounds(shape[1], what)
     arr = _bounded(what, finite_array(what, value))
-    if arr.shape != shape:
-        raise ValueError(f"{what} must have shape {shape} ([rows, n_features]), got {arr.shape}")
+    if arr.shape != shape and not (arr.ndim == 3 and arr.shape[1:] == shape and arr.shape[0] >= 1):
+        raise ValueError(f"{what} must have shape {shape} ([n_arms, n_features], the same in every run) or "
+                         f"[runs, {shape[0]}, {shape[1]}] (one instance per run), got {arr.shape}")
     return arr, None
 
 
+def _instance_rows(per_run: dict[str, np.ndarray]) -> int | None:
+    """The number of runs of the per-run instances given (``None`` if none): equal for all of them."""
+    rows = {name: arr.shape[0] for name, arr in per_run.items()}
+    if len(set(rows.values())) > 1:
+        raise ValueError("the per-run instances must have one row per run, the same number for each: got "
+                         + ", ".join(f"{name} with {r} rows" for name, r in rows.items()))
+    return next(iter(rows.values()), None)
+
+
+_DEFAULT_BETA = UniformDraw(0.0, 10.0)  # biased_linear_bandit's defaults (identity tells them from given values)
+_DEFAULT_PSI = UniformDraw(-20.0, 0.0)
+
+
 @declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2},
-         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs())
+         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs(),
+         beta_file={"kind": "str"}, psi_file={"kind": "str"})
 def biased_linear_bandit(
     group_of_arm: Any,
     n_features: int,
     *,
-    beta: Any = UniformDraw(0.0, 10.0),
-    psi: Any = UniformDraw(-20.0, 0.0),
+    beta: Any = _DEFAULT_BETA,
+    psi: Any = _DEFAULT_PSI,
     noise_sd: float = 1.0,
     context_low: float = 0.0,
     context_high: float = 1.0,
     reference: int = 0,
     group_names: Any = None,
     name: str | None = None,
+    beta_file: str | None = None,
+    psi_file: str | None = None,
 ) -> Environment:
     """The biased-feedback linear bandit of Section 3.1 (Eq. 2 observed, Eq. 3 true rewards).
 
@@ -156,11 +180,15 @@ def biased_linear_bandit(
         Group of every arm; m >= 2 groups, each with at least 2 arms (the paper's |P_j| > 1).
     n_features : int
         Context dimension d.
-    beta : array [n, d] or UniformDraw
-        True coefficients, fixed, or drawn per run i.i.d. U[low, high] per coordinate.
-    psi : array [m, d], array [d] (two groups) or UniformDraw
+    beta : array [n, d], array [runs, n, d] or UniformDraw
+        True coefficients: fixed; one ``[n, d]`` instance per run (explicit instances, e.g. those
+        of another implementation: run r plays ``beta[r]``, and the study's runs must equal the
+        number of rows); or drawn per run i.i.d. U[low, high] per coordinate.
+    psi : array [m, d], array [d] (two groups), array [runs, m, d] or UniformDraw
         Group biases. An array must have a zero reference row ([d] is the other group's bias when
-        m = 2); a UniformDraw is drawn per run for every non-reference group.
+        m = 2); ``[runs, m, d]`` is one bias matrix per run (run r plays ``psi[r]``; each with a
+        zero reference row); a UniformDraw is drawn per run for every non-reference group. When
+        both beta and psi are per run they must have the same number of rows.
     noise_sd : float
         sigma of the N(0, sigma^2) reward noise (Eq. 2 uses 1; >= 0).
     context_low, context_high : float
@@ -169,17 +197,24 @@ def biased_linear_bandit(
         The reference (non-sensitive) group, psi = 0.
     group_names : str sequence [m], optional
     name : str, optional
+    beta_file, psi_file : str, optional
+        Instead of ``beta`` / ``psi``: per-run instances from a file (the config form), a ``.npy``
+        array ``[runs, n, d]`` / ``[runs, m, d]``, or comma-separated text with one run per line
+        holding its matrix flattened row by row (as in :func:`synthetic_biased`).
 
     Returns
     -------
     Environment
-        ``reset(key) -> BiasedParams``; ``step`` gives contexts ``[n, d]``, ``mean`` (observed,
+        ``reset(key) -> BiasedParams`` (``reset(key, run)`` with per-run instances, whose rows
+        the simulator matches to its runs); ``step`` gives contexts ``[n, d]``, ``mean`` (observed,
         Eq. 1) and ``extra["true"]`` (Eq. 3); ``arm_means(params)`` is the expected observed
         reward of each arm over the context distribution, (beta_i + psi_g(i)) . E[x].
     """
     labels, m, ref = check_bias_groups(group_of_arm, reference=reference, min_arms=2)
     n = labels.size
     d = int(n_features)  # >= 1: declared
+    beta = _instances_from(None if beta is _DEFAULT_BETA else beta, beta_file, "beta", (n, d), _DEFAULT_BETA)
+    psi = _instances_from(None if psi is _DEFAULT_PSI else psi, psi_file, "psi", (m, d), _DEFAULT_PSI)
     beta_fixed, beta_bounds = _coefficients(beta, (n, d), "beta")
     if isinstance(psi, UniformDraw):
         psi_fixed, psi_bounds = None, psi.bounds(d, "psi")
@@ -192,10 +227,15 @@ def biased_linear_bandit(
             full = np.zeros((m, d))
             full[1 - ref] = arr
             arr = full
-        if arr.shape != (m, d):
-            raise ValueError(f"psi must have shape (n_groups={m}, n_features={d}), got {arr.shape}")
-        if np.any(arr[ref] != 0):
+        if arr.shape != (m, d) and not (arr.ndim == 3 and arr.shape[1:] == (m, d) and arr.shape[0] >= 1):
+            raise ValueError(f"psi must have shape (n_groups={m}, n_features={d}) (the same in every run) or "
+                             f"[runs, {m}, {d}] (one instance per run), got {arr.shape}")
+        if arr.ndim == 2 and np.any(arr[ref] != 0):
             raise ValueError(f"psi[{ref}] (the reference group's bias) must be zero, got {arr[ref]}")
+        if arr.ndim == 3 and np.any(arr[:, ref] != 0):
+            r = int(np.flatnonzero(np.any(arr[:, ref] != 0, axis=1))[0])
+            raise ValueError(f"psi[{r}, {ref}] (run {r}'s bias of the reference group {ref}) must be zero, "
+                             f"got {arr[r, ref]}")
         psi_fixed, psi_bounds = arr, None
     noise_sd = float(noise_sd)  # >= 0: declared (0: noiseless rewards)
     c_lo = finite_float("context_low", context_low)
@@ -207,20 +247,34 @@ def biased_linear_bandit(
     labels_j = jnp.asarray(labels)
     mean_x = jnp.full((d,), 0.5 * (c_lo + c_hi), jnp.float32)
 
-    def reset(key: jax.Array) -> BiasedParams:
+    per_run = {name: arr for name, arr in (("beta", beta_fixed), ("psi", psi_fixed))
+               if arr is not None and arr.ndim == 3}
+    rows = _instance_rows(per_run)
+    beta_row = None if "beta" not in per_run else per_run_reset(per_run["beta"], "beta")
+    psi_row = None if "psi" not in per_run else per_run_reset(per_run["psi"], "psi")
+
+    def reset(key: jax.Array, run: Any = 0) -> BiasedParams:
         kb, kp = jax.random.split(key)
-        if beta_fixed is not None:
+        if beta_row is not None:
+            b = beta_row(kb, run)
+        elif beta_fixed is not None:
             b = jnp.asarray(beta_fixed, jnp.float32)
         else:
             lo, hi = beta_bounds
             b = jax.random.uniform(kb, (n, d), jnp.float32, jnp.asarray(lo, jnp.float32), jnp.asarray(hi, jnp.float32))
-        if psi_fixed is not None:
+        if psi_row is not None:
+            p = psi_row(kp, run)
+        elif psi_fixed is not None:
             p = jnp.asarray(psi_fixed, jnp.float32)
         else:
             lo, hi = psi_bounds
             p = nonref * jax.random.uniform(kp, (m, d), jnp.float32, jnp.asarray(lo, jnp.float32),
                                             jnp.asarray(hi, jnp.float32))
         return BiasedParams(b, p)
+
+    if rows is not None:  # explicit instances: the simulator passes the run index and checks the runs
+        reset.runs = rows
+        reset.instances_of = " and ".join(per_run)
 
     def step(key: jax.Array, params: BiasedParams, t: jax.Array) -> Round:
         kx, ke = jax.random.split(key)
@@ -236,8 +290,7 @@ def biased_linear_bandit(
     spec = Spec(n_arms=n, group_of_arm=groups.labels, n_groups=m, n_features=d, reward_range=None, rewards="real")
     cfg = {
         "kind": "biased_linear", "n_arms": n, "n_features": d, "reference": ref, "groups": groups.describe(),
-        "beta": beta_fixed.tolist() if beta_fixed is not None else {"uniform": [b.tolist() for b in beta_bounds]},
-        "psi": psi_fixed.tolist() if psi_fixed is not None else {"uniform": [b.tolist() for b in psi_bounds]},
+        "beta": _describe(beta_fixed, beta_bounds), "psi": _describe(psi_fixed, psi_bounds),
         "noise_sd": noise_sd, "contexts": {"uniform": [c_lo, c_hi]},
         "regrets": {"regret": "biased regret, Eq. (1)", "true_regret": "true regret, Eq. (3)"},
     }
@@ -245,7 +298,8 @@ def biased_linear_bandit(
 
 
 @declare("environment", hidden=("name",), n_arms=integer(4, 10000, cap=True), n_sensitive=integer(2),
-         n_features=integer(1, 1000, cap=True), bias_mean=real(0.0), coef_high=POSITIVE, noise_sd=real(0.0))
+         n_features=integer(1, 1000, cap=True), bias_mean=real(0.0), coef_high=POSITIVE, noise_sd=real(0.0),
+         beta_file={"kind": "str"}, psi_file={"kind": "str"})
 def synthetic_biased(
     n_arms: int = 10,
     n_sensitive: int = 5,
@@ -254,6 +308,10 @@ def synthetic_biased(
     bias_mean: float = 10.0,
     coef_high: float = 10.0,
     noise_sd: float = 1.0,
+    beta: Any = None,
+    psi: Any = None,
+    beta_file: str | None = None,
+    psi_file: str | None = None,
     name: str | None = None,
 ) -> Environment:
     """The synthetic generator of Section 5.2 (defaults: the paper's n = 10, 5 sensitive, d = 2, mu = 10).
@@ -264,17 +322,63 @@ def synthetic_biased(
     psi ~ U[-2 mu, 0]^d, mean -mu with mu = ``bias_mean`` >= 0 (a bias against the sensitive
     group, see the module docstring). Contexts U[0, 1]^d, noise N(0, ``noise_sd``^2).
     The horizon (T = 1000 in the paper) is chosen when simulating.
+
+    Explicit instances (what a run draws, given instead, e.g. another implementation's): ``beta``
+    as a ``[runs, n, d]`` array (run r plays ``beta[r]``; replaces the U[0, c] draw) and/or ``psi``
+    as a ``[runs, 2, d]`` array (row 0 of each, the reference group's bias, zero; replaces the
+    U[-2 mu, 0] draw). Fixed ``[n, d]`` / ``[2, d]`` arrays are accepted too, as in
+    :func:`biased_linear_bandit`. The study's runs must equal the number of rows.
+    ``beta_file`` / ``psi_file`` read the same from a file (the config form): a ``.npy`` array of
+    either shape, or comma-separated text with one run per line holding that run's matrix
+    flattened row by row (``n * d`` or ``2 * d`` numbers).
     """
     n, k = int(n_arms), int(n_sensitive)  # n_arms >= 4, n_sensitive >= 2, bias_mean >= 0, coef_high > 0: declared
     if n - k < 2:
         raise ValueError(f"n_sensitive must leave at least 2 reference arms: n_arms={n}, n_sensitive={k}")
     mu, c = float(bias_mean), float(coef_high)
+    d = int(n_features)
+    beta = _instances_from(beta, beta_file, "beta", (n, d))
+    psi = _instances_from(psi, psi_file, "psi", (2, d))
     labels = np.r_[np.zeros(n - k, np.int32), np.ones(k, np.int32)]
-    env = biased_linear_bandit(labels, n_features, beta=UniformDraw(0.0, c), psi=UniformDraw(-2.0 * mu, 0.0),
+    env = biased_linear_bandit(labels, d, beta=UniformDraw(0.0, c) if beta is None else beta,
+                               psi=UniformDraw(-2.0 * mu, 0.0) if psi is None else psi,
                                noise_sd=noise_sd, reference=0, group_names=("rest", "sensitive"),
                                name=_name(name, "synthetic_biased"))
     cfg = {**env.config, "kind": "synthetic_biased", "n_sensitive": k, "bias_mean": mu, "coef_high": c}
     return env._replace(config=cfg)
+
+
+def _instances_from(value: Any, file: str | None, what: str, shape: tuple[int, int], default: Any = None) -> Any:
+    """``value`` (``default`` if None), or the per-run instances in ``file``: a .npy array
+    ([runs, *shape] or [*shape]), or comma-separated rows of ``shape[0] * shape[1]`` numbers (one
+    run's matrix, flattened, per line)."""
+    if file is None:
+        return default if value is None else value
+    if value is not None:
+        raise ValueError(f"give either {what} or {what}_file, not both")
+    from pathlib import Path
+
+    path = Path(file)
+    if path.suffix == ".npy" and path.is_file():
+        arr = finite_array(f"{what}_file", np.load(path))
+        if arr.ndim == 3 or arr.shape == shape:
+            return arr
+    else:
+        arr = load_instances(file, f"{what}_file")
+    size = shape[0] * shape[1]
+    if arr.ndim != 2 or arr.shape[1] != size:
+        raise ValueError(f"{what}_file must hold a [runs, {shape[0]}, {shape[1]}] array (.npy) or one run per row "
+                         f"with its {shape[0]} x {shape[1]} matrix flattened ({size} numbers), got shape {arr.shape}")
+    return arr.reshape(arr.shape[0], *shape)
+
+
+def _describe(value: np.ndarray | None, bounds: tuple | None) -> Any:
+    """Config record of a coefficient: the fixed array, the per-run instances' count, or the uniform draw."""
+    if value is None:
+        return {"uniform": [b.tolist() for b in bounds]}
+    if value.ndim == 3:
+        return {"distribution": "per_run", "runs": int(value.shape[0])}
+    return value.tolist()
 
 
 # --------------------------------------------------------------------------------------------
@@ -601,9 +705,10 @@ def env_params(env: Environment, key: Any, runs: int) -> Any:
     to score a policy's tracked bias estimate post hoc. ``tests/test_biased.py`` checks it against
     the means the simulator records.
     """
-    from bayesfair.simulate import as_key
+    from bayesfair.simulate import as_key, check_instances, reset_run
 
     runs = positive_int("runs", runs)
+    check_instances(env, runs)
     k_env, _ = jax.random.split(as_key(key))
     keys = jax.random.split(k_env, runs)
-    return jax.vmap(lambda k: env.reset(jax.random.split(k)[0]))(keys)
+    return jax.vmap(lambda k, r: reset_run(env, jax.random.split(k)[0], r))(keys, jnp.arange(runs, dtype=jnp.int32))

@@ -31,6 +31,11 @@ per group and looked up by binary search inside jit. In a finite population (Adu
 of a group is exactly the empirical CDF of its members' expected rewards, so the relative rank of
 every member is computed once (float64) and a round only gathers it.
 
+Explicit instances: ``theta`` (mu*) as ``[runs, d]``, ``group_weights`` as ``[runs, G, m]`` or a
+``theta_file`` give every run its own mu* (run r plays row r; the study's runs must equal the
+number of rows), with each run's true group CDFs tabulated from its own weights (analytic CDFs
+only) and carried in the run's :class:`BlockInstance`.
+
 :func:`selection_rate` turns a simulation's ``group_exposure`` and ``group_offered`` into the
 selection share per group normalized by how many candidates of that group were offered (Section 7,
 Figure 2).
@@ -55,6 +60,7 @@ from bayesfair.types import Observation, Round, Spec
 __all__ = [
     "PAPER_GROUP_WEIGHTS",
     "GroupCDF",
+    "BlockInstance",
     "gmf_synthetic",
     "gmf_multigroup",
     "gmf_population",
@@ -294,6 +300,46 @@ def _block_design(group_weights: Any, theta: Any, n_groups: int | None, block_si
     return _BlockDesign(weights, bias_step, bw, theta_full, offsets)
 
 
+def _block_instances(group_weights: Any, theta: Any, n_groups: int | None, block_size: int | None,
+                     bias_step: Any, bias_weight: Any, theta_file: str | None = None) -> list[_BlockDesign] | None:
+    """The per-run designs of explicit instances (``theta [runs, d]`` or ``group_weights [runs, G, m]``,
+    or ``theta_file``), each validated as :func:`_block_design` does, or ``None`` for one fixed mu*."""
+    if theta_file is not None:
+        if theta is not None or group_weights is not None:
+            raise ValueError("give theta_file alone (not with theta or group_weights)")
+        from bayesfair.environments.arms import load_instances
+
+        theta = load_instances(theta_file, "theta_file")
+    if theta is not None and np.ndim(theta) == 2:
+        field, rows = "theta", finite_array("theta", theta)
+    elif group_weights is not None and np.ndim(group_weights) == 3:
+        field, rows = "group_weights", finite_array("group_weights", group_weights)
+    else:
+        if theta is not None and np.ndim(theta) != 1:
+            raise ValueError(f"theta must be [d] (mu*, the same in every run) or [runs, d] (one mu* per run), got "
+                             f"shape {np.shape(theta)}")
+        if group_weights is not None and np.ndim(group_weights) != 2:
+            raise ValueError(f"group_weights must be [G, m] (the same in every run) or [runs, G, m] (one per run), "
+                             f"got shape {np.shape(group_weights)}")
+        return None
+    if field == "group_weights" and theta is not None:
+        raise ValueError("give either theta or group_weights, not both")
+    designs = []
+    for r, row in enumerate(rows):
+        try:
+            designs.append(_block_design(group_weights, row, n_groups, block_size, bias_step, bias_weight)
+                           if field == "theta" else
+                           _block_design(row, None, n_groups, block_size, bias_step, bias_weight))
+        except ValueError as exc:
+            raise ValueError(f"{field}[{r}] (the instance of run {r}): {exc}") from None
+    return designs
+
+
+def _instance_field(group_weights: Any) -> str:
+    """The name of the per-run instances, for errors: ``group_weights`` if given per run, else ``theta``."""
+    return "group_weights" if group_weights is not None and np.ndim(group_weights) == 3 else "theta"
+
+
 def _block_contexts(u: jax.Array, groups: jax.Array, n_groups: int, bias_step: float) -> jax.Array:
     """x = B_s Y + c_s: Y (``u [K, m]``) in block s of a ``G m + 1`` vector, bias_step (s + 1) last."""
     k, m = u.shape
@@ -302,20 +348,94 @@ def _block_contexts(u: jax.Array, groups: jax.Array, n_groups: int, bias_step: f
     return jnp.concatenate([blocks, (bias_step * (groups + 1.0))[:, None]], axis=1)
 
 
+class BlockInstance(NamedTuple):
+    """Per-run parameters of a Section 6/7 environment with explicit per-run instances: mu*
+    (``theta [d]``), the expected reward of each candidate slot (``slot_means [K]``) and the run's
+    true group CDFs (the grid of :class:`GroupCDF`: ``cdf_table [G, N + 1]``, ``cdf_lo``,
+    ``cdf_step [G]``)."""
+
+    theta: jax.Array
+    slot_means: jax.Array
+    cdf_table: jax.Array
+    cdf_lo: jax.Array
+    cdf_step: jax.Array
+
+
+def _slot_means(design: _BlockDesign, n_candidates: int, proportions: np.ndarray | None) -> np.ndarray:
+    """E[mu* . X] of every candidate slot: its group's mean (Section 6), or the population mean."""
+    group_means = design.offsets + 0.5 * design.group_weights.sum(axis=1)  # E[reward | group]
+    if proportions is None:
+        return group_means
+    return np.full(n_candidates, float(proportions @ group_means))
+
+
+def _instance_reset(designs: list[_BlockDesign], n_candidates: int, proportions: np.ndarray | None, cdf_seed: int,
+                    field: str):
+    """``reset(key, run) -> BlockInstance`` of run ``run``, from one design per run."""
+    from bayesfair.environments.arms import per_run_reset
+
+    tables, los, steps = [], [], []
+    for r, design in enumerate(designs):
+        cdf, _ = _block_cdf(design.group_weights, design.offsets, cdf_seed)
+        if cdf.kind != "grid":
+            many = int((design.group_weights != 0).sum(axis=1).max())
+            raise ValueError(f"{field}[{r}] (the instance of run {r}) has a group with {many} non-zero weights: "
+                             f"per-run instances need the analytic group CDF (at most {_MAX_EXACT_TERMS} non-zero "
+                             f"weights per group; a sampled CDF table per run would take "
+                             f"{_MC_DRAWS * 4 // 2**20} MiB per group)")
+        tables.append(np.asarray(cdf.table))
+        los.append(np.asarray(cdf.lo))
+        steps.append(np.asarray(cdf.step))
+    fields = {"theta": np.stack([dsg.theta for dsg in designs]),
+              "slot_means": np.stack([_slot_means(dsg, n_candidates, proportions) for dsg in designs]),
+              "cdf_table": np.stack(tables), "cdf_lo": np.stack(los), "cdf_step": np.stack(steps)}
+    rows = {f: per_run_reset(arr, field) for f, arr in fields.items()}
+
+    def reset(key: jax.Array, run: Any = 0) -> BlockInstance:
+        return BlockInstance(**{f: row(key, run) for f, row in rows.items()})
+
+    reset.runs = len(designs)  # explicit instances: the simulator passes the run index and checks the runs
+    reset.instances_of = field
+    return reset
+
+
 def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray | None, noise_sd: float,
-               names: tuple[str, ...], cdf_seed: int, name: str, setting: str) -> Environment:
+               names: tuple[str, ...], cdf_seed: int, name: str, setting: str,
+               designs: list[_BlockDesign] | None = None, field: str = "theta") -> Environment:
+    """The environment of one fixed ``design``, or of one design per run (``designs``, explicit
+    instances of ``field``; ``design`` is then the first, for the shapes)."""
+    if designs is not None:
+        design = designs[0]
     n_groups, m = design.group_weights.shape
     d = n_groups * m + 1
-    cdf, cdf_kind = _block_cdf(design.group_weights, design.offsets, cdf_seed)
-    theta_j = jnp.asarray(design.theta, jnp.float32)
     fixed_groups = jnp.arange(n_candidates, dtype=jnp.int32) if proportions is None else None
     logits = None if proportions is None else jnp.asarray(np.log(proportions), jnp.float32)
-    group_means = design.offsets + 0.5 * design.group_weights.sum(axis=1)  # E[reward | group]
 
-    def reset(key: jax.Array) -> jax.Array:
-        return theta_j
+    if designs is None:
+        cdf, cdf_kind = _block_cdf(design.group_weights, design.offsets, cdf_seed)
+        theta_j = jnp.asarray(design.theta, jnp.float32)
+        slot_means_j = jnp.asarray(_slot_means(design, n_candidates, proportions), jnp.float32)
 
-    def step(key: jax.Array, params: jax.Array, t: jax.Array) -> Round:
+        def reset(key: jax.Array) -> jax.Array:
+            return theta_j
+
+        def unpack(params: jax.Array) -> tuple[jax.Array, GroupCDF]:
+            return params, cdf
+
+        def arm_means(params: jax.Array) -> jax.Array:
+            return slot_means_j
+    else:
+        cdf_kind = "analytic (per run)"
+        reset = _instance_reset(designs, n_candidates, proportions, cdf_seed, field)
+
+        def unpack(params: BlockInstance) -> tuple[jax.Array, GroupCDF]:
+            return params.theta, GroupCDF("grid", params.cdf_table, params.cdf_lo, params.cdf_step)
+
+        def arm_means(params: BlockInstance) -> jax.Array:
+            return params.slot_means
+
+    def step(key: jax.Array, params: Any, t: jax.Array) -> Round:
+        theta, cdf = unpack(params)
         k_grp, k_ctx, k_rew = jax.random.split(key, 3)
         if fixed_groups is None:
             groups = jax.random.categorical(k_grp, logits, shape=(n_candidates,)).astype(jnp.int32)
@@ -323,27 +443,23 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
             groups = fixed_groups
         x = _block_contexts(jax.random.uniform(k_ctx, (n_candidates, m), jnp.float32), groups, n_groups,
                             design.bias_step)
-        mean = x @ params
+        mean = x @ theta
         reward = mean + noise_sd * jax.random.normal(k_rew, (n_candidates,), jnp.float32)
         obs = Observation(t=t, contexts=x, groups=None if fixed_groups is not None else groups)
         return Round(obs, reward, mean, {"fair": cdf(groups, mean)})
 
     if proportions is None:
         groups_rec = Groups.from_labels(np.arange(n_groups), names)
-        slot_means = group_means
     else:
         groups_rec = _slot_groups(n_candidates, names)
-        slot_means = np.full(n_candidates, float(proportions @ group_means))
-    slot_means_j = jnp.asarray(slot_means, jnp.float32)
-
-    def arm_means(params: jax.Array) -> jax.Array:
-        return slot_means_j
 
     spec = Spec(n_arms=n_candidates, group_of_arm=groups_rec.labels, n_groups=n_groups, n_features=d, rewards="real")
     cfg = {
         "kind": name, "setting": setting, "n_candidates": n_candidates, "n_groups": n_groups, "block_size": m,
-        "n_features": d, "theta": design.theta.tolist(), "bias_step": design.bias_step,
-        "bias_weight": design.bias_weight, "noise_sd": noise_sd, "group_names": list(names), "true_cdf": cdf_kind,
+        "n_features": d, "bias_step": design.bias_step, "noise_sd": noise_sd,
+        **({"theta": design.theta.tolist(), "bias_weight": design.bias_weight} if designs is None else
+           {"theta": {"distribution": "per_run", "runs": len(designs), "given_as": field}}),
+        "group_names": list(names), "true_cdf": cdf_kind,
         "proportions": None if proportions is None else proportions.tolist(),
     }
     env = Environment(spec, groups_rec, reset, step, arm_means, name, cfg)
@@ -351,7 +467,7 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
 
 
 @declare("environment", theta=floats(), n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE,
-         group_names=strs(), cdf_seed=integer(0))
+         group_names=strs(), cdf_seed=integer(0), theta_file={"kind": "str"})
 def gmf_synthetic(
     *,
     group_weights: Any = None,
@@ -363,6 +479,7 @@ def gmf_synthetic(
     noise_sd: float = 2.0,
     group_names: Any = None,
     cdf_seed: int = 0,
+    theta_file: str | None = None,
 ) -> Environment:
     """Section 6 simulation: one candidate per group per round, arm a is group a.
 
@@ -379,12 +496,19 @@ def gmf_synthetic(
 
     Parameters
     ----------
-    group_weights : array-like [G, m], optional
+    group_weights : array-like [G, m] or [runs, G, m], optional
         The group-specific coordinates of mu* (default :data:`PAPER_GROUP_WEIGHTS`, G = m = 4). A
-        group with all-zero weights is refused (its reward would be a constant).
-    theta : array-like [d], optional
+        group with all-zero weights is refused (its reward would be a constant). ``[runs, G, m]``:
+        explicit per-run instances (run r plays ``group_weights[r]``, with the scalar
+        ``bias_weight``; the study's runs must equal the number of rows).
+    theta : array-like [d] or [runs, d], optional
         The full mu* instead (length ``n_groups * block_size + 1``, defaults 4 and 4; last entry is
-        the bias weight).
+        the bias weight), or one mu* per run (explicit instances: run r plays ``theta[r]``; the
+        study's runs must equal the number of rows). Each run's true group CDFs are then computed
+        from its own mu* (analytic CDFs only: at most 12 non-zero weights per group).
+    theta_file : str, optional
+        Instead of ``theta``: a ``[runs, d]`` matrix in a ``.npy`` file or comma-separated text
+        (one run per line), e.g. another implementation's instances (the config form).
     n_groups, block_size : int, optional
         Checks on the shape of ``group_weights`` (or the shape of ``theta``).
     bias_step, bias_weight : float
@@ -403,17 +527,20 @@ def gmf_synthetic(
         where ``fair`` is each candidate's relative rank F_a(mu* . x_a) under the true group CDF.
         ``arm_means`` is E[mu* . X_a] per arm.
     """
-    design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
+    designs = _block_instances(group_weights, theta, n_groups, block_size, bias_step, bias_weight, theta_file)
+    design = designs[0] if designs else _block_design(group_weights, theta, n_groups, block_size, bias_step,
+                                                      bias_weight)
     sd = float(noise_sd)  # > 0: declared
     g = design.group_weights.shape[0]
     names = _group_names(group_names, g)
     return _block_env(design, g, None, sd, names, int(cdf_seed),
-                      "gmf_synthetic", "Section 6: one candidate per group")
+                      "gmf_synthetic", "Section 6: one candidate per group", designs, _instance_field(group_weights))
 
 
 @declare("environment", example={"n_candidates": 6, "proportions": [0.4, 0.3, 0.2, 0.1]},
          n_candidates=integer(1, 10000, cap=True), proportions=floats(0.0, 1.0), theta=floats(),
-         n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE, group_names=strs(), cdf_seed=integer(0))
+         n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE, group_names=strs(), cdf_seed=integer(0),
+         theta_file={"kind": "str"})
 def gmf_multigroup(
     n_candidates: int,
     proportions: Any,
@@ -427,6 +554,7 @@ def gmf_multigroup(
     noise_sd: float = 2.0,
     group_names: Any = None,
     cdf_seed: int = 0,
+    theta_file: str | None = None,
 ) -> Environment:
     """Section 7 / Appendix E: K candidates per round with i.i.d. group labels.
 
@@ -441,8 +569,9 @@ def gmf_multigroup(
     proportions : array-like [G]
         P(s_t,a = g), each > 0 (a group that is never offered has no relative rank and is
         refused), summing to 1.
-    group_weights, theta, n_groups, block_size, bias_step, bias_weight, noise_sd, group_names, cdf_seed
-        As in :func:`gmf_synthetic`; G is the number of rows of ``group_weights``.
+    group_weights, theta, n_groups, block_size, bias_step, bias_weight, noise_sd, group_names, cdf_seed, theta_file
+        As in :func:`gmf_synthetic` (including the per-run instances ``theta [runs, d]``,
+        ``group_weights [runs, G, m]`` or ``theta_file``); G is the number of groups.
 
     Returns
     -------
@@ -452,13 +581,17 @@ def gmf_multigroup(
         counts groups from ``Observation.groups``); ``arm_means`` is the population mean reward.
     """
     k = int(n_candidates)  # >= 1: declared
-    design = _block_design(group_weights, theta, n_groups, block_size, bias_step, bias_weight)
+    designs = _block_instances(group_weights, theta, n_groups, block_size, bias_step, bias_weight, theta_file)
+    design = designs[0] if designs else _block_design(group_weights, theta, n_groups, block_size, bias_step,
+                                                      bias_weight)
     g = design.group_weights.shape[0]
     p = _proportions(proportions, g)
     sd = float(noise_sd)  # > 0: declared
     names = _group_names(group_names, g)
     return _block_env(design, k, p, sd, names, int(cdf_seed),
-                      "gmf_multigroup", "Section 7: K candidates with i.i.d. groups")
+                      "gmf_multigroup", "Section 7: K candidates with i.i.d. groups", designs,
+                      _instance_field(group_weights))
+
 
 
 # --------------------------------------------------------------------------- finite populations
