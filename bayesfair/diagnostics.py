@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import positive_int
-from bayesfair.diagnostics_checks import fit_from_log, model_check, observations_from_log, prior_posterior_view
+from bayesfair.diagnostics_checks import _draw_many, _vmapped, fit_from_log, model_check, observations_from_log, prior_posterior_view
 from bayesfair.diagnostics_tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
 from bayesfair.merit import Merit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
@@ -189,7 +189,7 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
         if np.ndim(value) != len(posterior.dims[name]):
             raise ValueError(f"state holds several runs (posterior mean of {name!r} has shape {np.shape(value)}): "
                              "select one with run_state(states, policy, run)")
-    x = jax.jit(jax.vmap(posterior.sample, in_axes=(0, None)))(keys, state)
+    x = _vmapped(posterior.sample, _draw_many)(keys, state)  # compiled once per family
     return {k: np.asarray(v, np.float64)[None] for k, v in _named_draws(posterior, x).items()}, None, "exact"
 
 

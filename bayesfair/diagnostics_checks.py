@@ -24,7 +24,8 @@ observations from a per-round log (:class:`bayesfair.logs.RoundLog` or its DataF
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -190,11 +191,34 @@ def fit_from_log(posterior: PosteriorFamily, log: Any, policy: str, *, size: int
 # --------------------------------------------------------------------------- the groups
 
 
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _vmapped(fn: Callable, make: Callable[[Callable], Callable]) -> Callable:
+    """``make(fn)`` (a jitted vmap of ``fn``), built once per function: a new jit wrapper per call
+    would recompile every time (seconds for the gamma-based samplers)."""
+    cache = _COMPILED.setdefault(fn, {})
+    if make not in cache:
+        cache[make] = make(fn)
+    return cache[make]
+
+
+def _draw_many(fn: Callable) -> Callable:
+    return jax.jit(jax.vmap(fn, in_axes=(0, None)))
+
+
 def joint_draws(posterior: PosteriorFamily, state: Any, keys: jax.Array) -> dict[str, np.ndarray]:
     """Joint draws ``{name: [1, n_draws, ...]}`` of the likelihood's parameters (one chain)."""
-    model = posterior.observation
-    draws = jax.jit(jax.vmap(model.draw, in_axes=(0, None)))(keys, state)
+    draws = _vmapped(posterior.observation.draw, _draw_many)(keys, state)
     return {k: np.asarray(v, np.float64)[None] for k, v in draws.items()}
+
+
+def _loglik_many(fn: Callable) -> Callable:
+    return jax.jit(jax.vmap(jax.vmap(fn, in_axes=(None, 0)), in_axes=(0, None)))
+
+
+def _replicate_many(fn: Callable) -> Callable:
+    return jax.jit(jax.vmap(jax.vmap(fn, in_axes=(0, None, 0)), in_axes=(0, 0, None)))
 
 
 def _pointwise(posterior: PosteriorFamily, draws: Mapping[str, np.ndarray], obs: Mapping[str, np.ndarray],
@@ -206,11 +230,9 @@ def _pointwise(posterior: PosteriorFamily, draws: Mapping[str, np.ndarray], obs:
     with jax.enable_x64(True):
         params = {k: jnp.asarray(v.reshape(n_chain * n_draw, *v.shape[2:]), jnp.float64) for k, v in draws.items()}
         outcome = _outcome(obs, jnp.float64)
-        per_obs = jax.vmap(model.log_density, in_axes=(None, 0))
-        loglik = jax.jit(jax.vmap(per_obs, in_axes=(0, None)))(params, outcome)
+        loglik = _vmapped(model.log_density, _loglik_many)(params, outcome)
         keys = jax.random.split(key, n_chain * n_draw * n_obs).reshape(n_chain * n_draw, n_obs)
-        rep_obs = jax.vmap(model.replicate, in_axes=(0, None, 0))
-        rep = jax.jit(jax.vmap(rep_obs, in_axes=(0, 0, None)))(keys, params, outcome)
+        rep = _vmapped(model.replicate, _replicate_many)(keys, params, outcome)
     shape = (n_chain, n_draw, n_obs)
     return np.asarray(loglik, np.float64).reshape(shape), np.asarray(rep, np.float64).reshape(shape)
 
