@@ -64,7 +64,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import positive_int
-from bayesfair.diagnostics_checks import _draw_many, _vmapped, fit_from_log, model_check, observations_from_log, prior_posterior_view
+from bayesfair.diagnostics_checks import (
+    _draw_many,
+    _vmapped,
+    fit_from_log,
+    model_check,
+    observations_from_log,
+    prior_posterior_view,
+)
 from bayesfair.diagnostics_tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
 from bayesfair.merit import Merit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
