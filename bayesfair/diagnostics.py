@@ -72,6 +72,7 @@ from bayesfair.diagnostics_checks import (
     observations_from_log,
     prior_posterior_view,
 )
+from bayesfair.diagnostics_gap import aggregate_gap, exposure_gap
 from bayesfair.diagnostics_tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
 from bayesfair.merit import Merit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
@@ -92,6 +93,8 @@ __all__ = [
     "observations_from_log",
     "fit_from_log",
     "prior_posterior_view",
+    "exposure_gap",
+    "aggregate_gap",
     "ARM_VARS",
     "GROUP_VARS",
 ]
