@@ -30,6 +30,7 @@ from bayesfair.merit import Merit, resolve_merit
 
 __all__ = ["exposure_gap", "aggregate_gap", "GAP_COLUMNS"]
 
+ZERO_TOL = 1e-9  # a gap this close to 0 is float rounding (e.g. a single group: pi*_g = share_g = 1)
 GAP_COLUMNS = ("level", "name", "group", "mu", "mu_source", "share", "pi_star", "gap", "mcse", "sd", "lower",
                "upper", "p_under", "runs")
 
@@ -38,7 +39,8 @@ def aggregate_gap(gap: np.ndarray, ci_prob: float = 0.9) -> dict[str, np.ndarray
     """Aggregate gap draws ``[runs, draws, n]`` over runs (module docstring): ``gap`` (mean over
     runs of the posterior mean), ``mcse`` (sd over runs of the posterior means / sqrt(runs)),
     ``sd`` (root mean over runs of the posterior variance), ``lower``/``upper`` (pooled
-    equal-tailed interval) and ``p_under`` (pooled P(gap > 0)), each ``[n]``."""
+    equal-tailed interval) and ``p_under`` (pooled P(gap > 0), gaps within :data:`ZERO_TOL` of
+    0 counting as 0), each ``[n]``."""
     gap = np.asarray(gap, np.float64)
     if gap.ndim != 3 or min(gap.shape) == 0:
         raise ValueError(f"gap draws must be a non-empty [runs, draws, n] array, got shape {gap.shape}")
@@ -50,7 +52,7 @@ def aggregate_gap(gap: np.ndarray, ci_prob: float = 0.9) -> dict[str, np.ndarray
     pooled = gap.reshape(-1, gap.shape[2])
     lower, upper = np.quantile(pooled, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
     return {"gap": per_run.mean(axis=0), "mcse": mcse, "sd": np.sqrt(gap.var(axis=1).mean(axis=0)),
-            "lower": lower, "upper": upper, "p_under": (gap > 0).mean(axis=(0, 1))}
+            "lower": lower, "upper": upper, "p_under": (gap > ZERO_TOL).mean(axis=(0, 1))}
 
 
 def exposure_gap(results: Any, states: Mapping[str, Any], policy: str, posterior: Any, merit: Merit | Callable, *,
