@@ -33,6 +33,15 @@ and returns an ``xarray.DataTree`` with the groups
     every posterior variable ``r_hat_<var>``, ``ess_bulk_<var>``, ``ess_tail_<var>`` (ArviZ's
     rank-normalized split R-hat and ESS; R-hat is NaN with a single chain, use ``num_chains >= 2``).
 
+With the observations a conjugate posterior learned from (``from_posterior(...,
+observations=...)``, ``from_simulation(..., log=round_log)``), the tree also has the ArviZ
+model-checking groups ``log_likelihood``, ``posterior_predictive``, ``observed_data``,
+``constant_data``, ``prior`` and ``prior_predictive`` (dims ``chain, draw, obs``; built in
+:mod:`bayesfair.diagnostics_checks`), so ``arviz.loo`` and ``arviz.plot_ppc_dist`` take it
+(``prior_posterior_view`` for ``arviz.plot_prior_posterior``). :func:`exposure_gap`
+(:mod:`bayesfair.diagnostics_gap`) aggregates the posterior of pi* - share over the runs of a
+study.
+
 R-hat and ESS are omitted for exact draws (conjugate samplers, or the MCMC fallback's prior draws
 before its first refresh): the draws are independent, so R-hat is 1 and the ESS is the number of
 draws by construction. ``tree.attrs`` records the source (``"exact"``, ``"prior"``, ``"mcmc"``),

@@ -136,6 +136,16 @@ def test_arviz_functions_accept_the_tree(tmp_path):
     plt.close("all")
 
 
+def test_binary_rewards_calibration_plot(tmp_path):
+    """For 0/1 rewards ArviZ's PAVA calibration plot takes the tree (docs/diagnostics.md)."""
+    import arviz as az
+
+    post, state, obs = _instance("beta_bernoulli", 4)
+    tree = dg.from_posterior(post, state, observations=obs, n_draws=100)
+    az.plot_ppc_pava(tree).savefig(tmp_path / "pava.png")
+    assert (tmp_path / "pava.png").stat().st_size > 1000
+
+
 def test_prior_posterior_view_renames_group():
     post, state, obs = _instance("beta_bernoulli", 2)
     tree = dg.from_posterior(post, state, merit=bf.merit.exponential(2.0), observations=obs, n_draws=50,
