@@ -59,11 +59,12 @@ def check_observations(posterior: PosteriorFamily, size: int, observations: Any)
                         f"(linear families), or an Outcome; got {type(observations).__name__}")
     per_arm = _per_arm(posterior)
     need = "arm" if per_arm else "x"
-    allowed = {"reward", need, "round"}
+    allowed = {"reward", need, "round"} | (set() if per_arm else {"arm"})  # a linear family may keep the arms
     bad = set(observations) - allowed
     if bad or "reward" not in observations or need not in observations:
+        optional = "'round'" if per_arm else "'round', 'arm'"
         raise ValueError(f"observations for the posterior {posterior.name!r} need the keys 'reward' and {need!r} "
-                         f"(optionally 'round'); got {sorted(observations)}")
+                         f"(optionally {optional}); got {sorted(observations)}")
     reward = np.asarray(observations["reward"], np.float64)
     if reward.ndim != 1 or reward.size == 0:
         raise ValueError(f"observations['reward'] must be a non-empty 1-d array [N], got shape {reward.shape}")
@@ -74,7 +75,7 @@ def check_observations(posterior: PosteriorFamily, size: int, observations: Any)
         raise ValueError(f"observations['reward'] must be 0 or 1 for the binary family {posterior.name!r}, "
                          f"got values in [{reward.min():g}, {reward.max():g}]")
     out = {"reward": reward}
-    if per_arm:
+    if "arm" in observations:
         arm = np.asarray(observations["arm"])
         if arm.shape != (n,):
             raise ValueError(f"observations['arm'] must have one arm per reward ({n}), got shape {arm.shape}")
@@ -83,11 +84,11 @@ def check_observations(posterior: PosteriorFamily, size: int, observations: Any)
                 arm = arm.astype(np.int64)
             else:
                 raise TypeError(f"observations['arm'] must hold integer arm indices, got dtype {arm.dtype}")
-        if arm.min() < 0 or arm.max() >= size:
+        if per_arm and (arm.min() < 0 or arm.max() >= size):
             raise ValueError(f"observations['arm'] must be in [0, {size - 1}], got values in "
                              f"[{arm.min()}, {arm.max()}]")
         out["arm"] = arm.astype(np.int32)
-    else:
+    if not per_arm:
         x = np.asarray(observations["x"], np.float64)
         if x.shape != (n, size):
             raise ValueError(f"observations['x'] must be [N={n}, d={size}], got shape {x.shape}")
@@ -102,7 +103,7 @@ def check_observations(posterior: PosteriorFamily, size: int, observations: Any)
 
 
 def _outcome(obs: Mapping[str, np.ndarray], dtype: Any = jnp.float32) -> Outcome:
-    if "arm" in obs:
+    if "x" not in obs:
         return Outcome(reward=jnp.asarray(obs["reward"], dtype), arm=jnp.asarray(obs["arm"], jnp.int32))
     return Outcome(reward=jnp.asarray(obs["reward"], dtype), x=jnp.asarray(obs["x"], dtype))
 
@@ -276,8 +277,11 @@ def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, ke
         ds.attrs.update(sample_dims=["chain", "draw"], definition=what)
         return ds
 
-    constant = ({"pulled_arm": ((OBS_DIM,), obs["arm"])} if "arm" in obs
-                else {"x": ((OBS_DIM, "feature"), obs["x"])})
+    constant: dict[str, Any] = {}
+    if "arm" in obs:
+        constant["pulled_arm"] = ((OBS_DIM,), obs["arm"])
+    if "x" in obs:
+        constant["x"] = ((OBS_DIM, "feature"), obs["x"])
     groups = {
         "log_likelihood": sampled(loglik, "log p(reward_i | posterior draw, arm_i or x_i), per observation"),
         "posterior_predictive": sampled(post_rep, "a replicated reward per observation under every posterior draw"),

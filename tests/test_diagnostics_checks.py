@@ -136,6 +136,25 @@ def test_arviz_functions_accept_the_tree(tmp_path):
     plt.close("all")
 
 
+def test_linear_family_keeps_the_pulled_arms():
+    """A linear family's observations from a log: x = contexts[arm] drives the likelihood, the arms
+    stay in constant_data."""
+    post = linear_known_variance(0.0, 1.0, 0.5)
+    rng = np.random.default_rng(8)
+    contexts = rng.normal(size=(K, D))
+    arms = rng.integers(0, K, 40)
+    y = contexts[arms] @ np.array([0.5, -0.2, 0.1]) + rng.normal(0, 0.7, 40)
+    state = fit_linear(post, contexts[arms], y)
+    tree = dg.from_posterior(post, state, observations={"arm": arms, "x": contexts[arms], "reward": y}, n_draws=50,
+                             contexts=contexts)
+    const = tree["constant_data"].dataset
+    np.testing.assert_array_equal(const["pulled_arm"].values, arms)
+    np.testing.assert_allclose(const["x"].values, contexts[arms])
+    theta = tree["posterior"].dataset["theta"].values[0]
+    expected = stats.norm.logpdf(y[None, :], theta @ contexts[arms].T, np.sqrt(0.5))
+    np.testing.assert_allclose(tree["log_likelihood"].dataset["reward"].values[0], expected, rtol=1e-9)
+
+
 def test_binary_rewards_calibration_plot(tmp_path):
     """For 0/1 rewards ArviZ's PAVA calibration plot takes the tree (docs/diagnostics.md)."""
     import arviz as az
