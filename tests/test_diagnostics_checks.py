@@ -112,6 +112,7 @@ def test_predictive_draws_follow_the_posterior_and_the_prior(seed):
     assert abs(prior_rep.mean() - p.mean()) < 6 * np.sqrt((p * (1 - p)).mean() / p.size)
 
 
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto:UserWarning")
 def test_arviz_functions_accept_the_tree(tmp_path):
     import arviz as az
 
@@ -167,15 +168,15 @@ def test_binary_rewards_calibration_plot(tmp_path):
 
 def test_prior_posterior_view_renames_group():
     post, state, obs = _instance("beta_bernoulli", 2)
-    tree = dg.from_posterior(post, state, merit=bf.merit.exponential(2.0), observations=obs, n_draws=50,
-                             group_of_arm=[0, 1, 1, 0])
+    tree = dg.from_posterior(post, state, merit=bf.merit.exponential(2.0), observations=obs, n_draws=200,
+                             group_of_arm=[0, 1, 1, 0])  # (the draw sizes of the tests above: compiled once)
     view = dg.prior_posterior_view(tree)
     assert set(view.children) == {"prior", "posterior"}
     assert view["posterior"].dataset["pi_star_group"].dims == ("chain", "draw", "arm_group")
     assert "group" not in view["prior"].dataset.dims
     assert list(dg.prior_posterior_view(tree, "mu")["prior"].dataset.data_vars) == ["mu"]
     with pytest.raises(ValueError, match="prior and posterior"):
-        dg.prior_posterior_view(dg.from_posterior(post, state, n_draws=10))
+        dg.prior_posterior_view(dg.from_posterior(post, state, n_draws=200))
 
 
 def test_observation_errors():
