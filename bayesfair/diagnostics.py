@@ -33,6 +33,15 @@ and returns an ``xarray.DataTree`` with the groups
     every posterior variable ``r_hat_<var>``, ``ess_bulk_<var>``, ``ess_tail_<var>`` (ArviZ's
     rank-normalized split R-hat and ESS; R-hat is NaN with a single chain, use ``num_chains >= 2``).
 
+With the observations a conjugate posterior learned from (``from_posterior(...,
+observations=...)``, ``from_simulation(..., log=round_log)``), the tree also has the ArviZ
+model-checking groups ``log_likelihood``, ``posterior_predictive``, ``observed_data``,
+``constant_data``, ``prior`` and ``prior_predictive`` (dims ``chain, draw, obs``; built in
+:mod:`bayesfair.diagnostics_checks`), so ``arviz.loo`` and ``arviz.plot_ppc_dist`` take it
+(``prior_posterior_view`` for ``arviz.plot_prior_posterior``). :func:`exposure_gap`
+(:mod:`bayesfair.diagnostics_gap`) aggregates the posterior of pi* - share over the runs of a
+study.
+
 R-hat and ESS are omitted for exact draws (conjugate samplers, or the MCMC fallback's prior draws
 before its first refresh): the draws are independent, so R-hat is 1 and the ESS is the number of
 draws by construction. ``tree.attrs`` records the source (``"exact"``, ``"prior"``, ``"mcmc"``),
@@ -64,6 +73,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._validate import positive_int
+from bayesfair.diagnostics_checks import (
+    _draw_many,
+    _vmapped,
+    fit_from_log,
+    model_check,
+    observations_from_log,
+    prior_posterior_view,
+)
+from bayesfair.diagnostics_gap import aggregate_gap, exposure_gap
 from bayesfair.diagnostics_tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
 from bayesfair.merit import Merit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
@@ -81,6 +99,11 @@ __all__ = [
     "run_state",
     "posterior_state",
     "PosteriorCarrier",
+    "observations_from_log",
+    "fit_from_log",
+    "prior_posterior_view",
+    "exposure_gap",
+    "aggregate_gap",
     "ARM_VARS",
     "GROUP_VARS",
 ]
@@ -185,13 +208,26 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
         if np.ndim(value) != len(posterior.dims[name]):
             raise ValueError(f"state holds several runs (posterior mean of {name!r} has shape {np.shape(value)}): "
                              "select one with run_state(states, policy, run)")
-    x = jax.jit(jax.vmap(posterior.sample, in_axes=(0, None)))(keys, state)
+    x = _vmapped(posterior.sample, _draw_many)(keys, state)  # compiled once per family
     return {k: np.asarray(v, np.float64)[None] for k, v in _named_draws(posterior, x).items()}, None, "exact"
 
 
 def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Callable | None = None,
-                   key: Any = 0, n_draws: int = 1000, **kwargs: Any):
+                   key: Any = 0, n_draws: int = 1000, observations: Any = None, check_observations: bool = True,
+                   **kwargs: Any):
     """:func:`posterior_tree` of one run's posterior state (conjugate or MCMC fallback).
+
+    ``observations``: what the state was updated with, ``{"arm": [N], "reward": [N]}`` for a
+    per-arm family or ``{"x": [N, d], "reward": [N]}`` for a linear one (optionally ``"round"``
+    [N], the ``obs`` coordinate; an :class:`~bayesfair.posteriors.base.Outcome` of arrays works
+    too; :func:`observations_from_log` reads them from a per-round log). With them, a conjugate
+    family with an observation model also gives the model-checking groups ``log_likelihood``,
+    ``posterior_predictive``, ``observed_data``, ``constant_data``, ``prior`` and
+    ``prior_predictive`` (:mod:`bayesfair.diagnostics_checks`), and the posterior group gains the
+    likelihood's nuisance draws (``sigma2`` of the Normal-Inverse-Gamma families); the family's own
+    draws are the same as without observations (same key). ``check_observations`` refits the
+    family to the observations and raises ``ValueError`` when its posterior mean differs from the
+    state's (observations that are not the ones the state learned from).
 
     ``state`` may be a policy state that carries a posterior (:class:`PosteriorCarrier`, e.g. a
     bi-level policy's: its posterior state and group membership are used). Without
@@ -206,6 +242,9 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
             labels = np.asarray(posterior.params["group_of_arm"])  # e.g. the hierarchical model's groups
         if labels is not None:
             kwargs["group_of_arm"] = labels
+    if observations is not None:
+        return _from_posterior_checked(posterior, state, observations, merit=merit, key=key, n_draws=n_draws,
+                                       check=check_observations, **kwargs)
     draws, stats, source = posterior_draws(posterior, state, key=key, n_draws=n_draws)
     extra: dict[str, Any] = {"posterior": posterior.name}
     if source == "mcmc" or source == "prior":
@@ -216,6 +255,28 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
         kwargs["sample_stats"] = stats
     kwargs["dims"] = {**{k: list(v) for k, v in posterior.dims.items()}, **(kwargs.get("dims") or {})}
     return posterior_tree(draws, merit=merit, source=source, attrs=extra, **kwargs)
+
+
+def _from_posterior_checked(posterior: PosteriorFamily, state: Any, observations: Any, *, merit: Any, key: Any,
+                            n_draws: int, check: bool, **kwargs: Any):
+    """:func:`from_posterior` with the model-checking groups (conjugate states only)."""
+    if not is_posterior(posterior):
+        raise TypeError(f"posterior must be a bayesfair posterior family, got {posterior!r}")
+    st = posterior_state(state)
+    if is_mcmc_state(st):
+        raise ValueError("observations (model-checking groups) need a conjugate posterior state; the MCMC "
+                         "fallback's draws are not joint draws of an observation model")
+    n_draws = positive_int("n_draws", n_draws)
+    post, prior, groups = model_check(posterior, st, observations, key=_key(key), n_draws=n_draws, check=check)
+    extra: dict[str, Any] = {"posterior": posterior.name, "observations": int(groups["observed_data"].sizes["obs"])}
+    extra.update(kwargs.pop("attrs", None) or {})
+    dims = {k: list(v) for k, v in posterior.observation.dims.items()}
+    kwargs["dims"] = {**dims, **(kwargs.get("dims") or {})}
+    tree = posterior_tree(post, merit=merit, source="exact", attrs=extra, prior=prior, groups=groups, **kwargs)
+    features = tree["posterior"].dataset.coords.get("feature")
+    if features is not None and "x" in tree["constant_data"].dataset:
+        tree["constant_data"] = tree["constant_data"].dataset.assign_coords(feature=features.values)
+    return tree
 
 
 def run_state(states: Mapping[str, Any], policy: str, run: int = 0) -> Any:
@@ -315,14 +376,23 @@ def simulate_with_states(key: Any, env: Any, policies: Mapping[str, Any], horizo
 
 
 def from_simulation(results: Any, states: Mapping[str, Any], policy: str, posterior: PosteriorFamily,
-                    *, merit: Merit | Callable, run: int = 0, key: Any = 0, n_draws: int = 1000, **kwargs: Any):
+                    *, merit: Merit | Callable, run: int = 0, key: Any = 0, n_draws: int = 1000, log: Any = None,
+                    **kwargs: Any):
     """Diagnostics of one run of one policy of a simulation.
 
     ``results, states = simulate_with_states(...)``; ``posterior`` is the family the policy was
     built with. The group structure, floors and coordinates come from the results; other keyword
-    arguments go to :func:`posterior_tree`.
+    arguments go to :func:`from_posterior` / :func:`posterior_tree`. ``log``: the study's per-round
+    log (a :class:`bayesfair.logs.RoundLog` given to ``simulate_with_states(..., round_log=log)``,
+    or its DataFrame); the run's pulled arms and observed rewards become ``observations``, which
+    adds the model-checking groups (for a linear family with fixed arm features, ``contexts``
+    [K, d] gives every pull's x).
     """
     st = run_state(states, policy, run)
+    if log is not None:
+        if kwargs.get("observations") is not None:
+            raise ValueError("give either log= or observations=, not both")
+        kwargs["observations"] = observations_from_log(log, policy, run, contexts=kwargs.get("contexts"))
     return from_posterior(posterior, st, merit=merit, key=key, n_draws=n_draws, exposure=results, policy=policy,
                           run=run, **kwargs)
 

@@ -16,6 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.diagnostics_inputs import (
+    _float_array,
+    _labels_from,
+    _names,
+    _normalize_draws,
+    observed_exposure,
+)
 from bayesfair.groups import validate_exposure_floors
 from bayesfair.merit import Merit, fair_policy, group_fair_policy, resolve_merit
 
@@ -35,129 +42,6 @@ _SUMMARY_SHARES = {  # posterior variable -> (observed share, under-exposure pro
 
 
 _ORDER = ("mu", "merit", "pi_star", "pi_star_group", "pi_star_within", "pi_star_bilevel", "theta", "psi")
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def _float_array(name: str, value: Any) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"draws[{name!r}] must be an array of real numbers, got {type(value).__name__}") from None
-    if arr.size == 0:
-        raise ValueError(f"draws[{name!r}] is empty")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"draws[{name!r}] must be finite (no NaN or inf)")
-    return arr
-
-
-def _normalize_draws(draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Every array as ``[chain, draw, ...]``; ``mu``/``theta`` may be given as ``[draw, n]`` (one chain)."""
-    if not isinstance(draws, Mapping) or not draws:
-        raise TypeError("draws must be a non-empty mapping of variable name -> array [chain, draw, ...]")
-    arrays = {str(k): _float_array(str(k), v) for k, v in draws.items()}
-    ref = next((n for n in ("mu", "theta") if n in arrays), None)
-    if ref is not None:
-        nd = arrays[ref].ndim
-        if nd not in (2, 3):
-            raise ValueError(f"draws[{ref!r}] must be [chain, draw, n] or [draw, n], got shape {arrays[ref].shape}")
-        sample_ndim = nd - 1
-    else:
-        sample_ndim = 2
-    if sample_ndim == 1:
-        arrays = {k: v[None] for k, v in arrays.items()}
-    lead = arrays[ref].shape[:2] if ref else next(iter(arrays.values())).shape[:2]
-    for k, v in arrays.items():
-        if v.ndim < 2 or v.shape[:2] != lead:
-            raise ValueError(f"draws[{k!r}] has shape {v.shape}; every variable needs the same leading "
-                             f"[chain, draw] = {list(lead)} shape")
-    return arrays
-
-
-def _labels_from(group_of_arm: Any, n_arms: int) -> np.ndarray:
-    arr = np.asarray(group_of_arm)
-    if arr.ndim != 1 or arr.size != n_arms:
-        raise ValueError(f"group_of_arm must have one group per arm ({n_arms}), got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"group_of_arm must hold integer group indices, got dtype {arr.dtype}")
-    if arr.min() < 0:
-        raise ValueError(f"group_of_arm must be >= 0, got {arr.min()}")
-    m = int(arr.max()) + 1
-    empty = np.flatnonzero(np.bincount(arr, minlength=m) == 0)
-    if empty.size:
-        raise ValueError(f"every group 0..{m - 1} must hold an arm; group(s) {empty.tolist()} are empty")
-    return arr.astype(np.int64)
-
-
-def _names(name: str, given: Any, n: int, default: Sequence[Any]) -> list[Any]:
-    if given is None:
-        return list(default)
-    out = list(given)
-    if len(out) != n:
-        raise ValueError(f"{name} must have {n} entries, got {len(out)}")
-    if len(set(map(str, out))) != n:
-        raise ValueError(f"{name} must be distinct, got {out}")
-    return out
-
-
-def _results_selection(results: Any, policy: str | None, run: int, checkpoint: int | None):
-    """``(ds_policy_run, policy_name, run, t)`` for one policy, run and checkpoint of a results Dataset."""
-    for var in ("exposure", "pulls", "group_exposure", "group_pulls"):
-        if var not in results:
-            raise ValueError(f"results must be a bayesfair.simulate Dataset; it has no variable {var!r}")
-    names = [str(p) for p in results["policy"].values]
-    if policy is None:
-        if len(names) != 1:
-            raise ValueError(f"results hold several policies {names}: choose one with policy=")
-        policy = names[0]
-    if policy not in names:
-        raise ValueError(f"policy {policy!r} is not in the results (policies: {names})")
-    runs = results.sizes["run"]
-    if isinstance(run, bool) or not isinstance(run, (int, np.integer)) or not -runs <= run < runs:
-        raise ValueError(f"run must be an integer in [0, {runs - 1}], got {run!r}")
-    run = int(run) % runs
-    ckpts = results["checkpoint"].values
-    if checkpoint is None:
-        idx = ckpts.size - 1
-    else:
-        matches = np.flatnonzero(ckpts == checkpoint)
-        if matches.size == 0:
-            raise ValueError(f"checkpoint {checkpoint} is not a recorded round (last: {int(ckpts[-1])})")
-        idx = int(matches[0])
-    t = int(ckpts[idx])
-    sel = results.sel(policy=policy).isel(run=run, checkpoint=idx)
-    return sel, policy, run, t
-
-
-def observed_exposure(results: Any, *, policy: str | None = None, run: int = 0,
-                      checkpoint: int | None = None) -> dict[str, Any]:
-    """Observed shares of one policy and run after round t (the last checkpoint by default).
-
-    Returns a dict of numpy arrays (``exposure_share`` and ``pull_share`` [arm],
-    ``group_exposure_share`` and ``group_pull_share`` [group], ``true_mu``/``true_pi_star`` [arm]
-    when present) and the metadata ``policy``, ``run``, ``round``, ``group_of_arm``,
-    ``arm_names``, ``group_names`` and ``group_floor`` (or None).
-    """
-    sel, policy, run, t = _results_selection(results, policy, run, checkpoint)
-    out: dict[str, Any] = {
-        "exposure_share": np.asarray(sel["exposure"].values, np.float64) / t,
-        "pull_share": np.asarray(sel["pulls"].values, np.float64) / t,
-        "group_exposure_share": np.asarray(sel["group_exposure"].values, np.float64) / t,
-        "group_pull_share": np.asarray(sel["group_pulls"].values, np.float64) / t,
-        "policy": policy, "run": run, "round": t,
-        "arm_names": list(results["arm"].values), "group_names": list(results["group"].values),
-        "group_of_arm": np.asarray(results["arm_group"].values) if "arm_group" in results.coords else None,
-        "group_floor": np.asarray(results["group_floor"].values) if "group_floor" in results else None,
-    }
-    if "mean" in results:
-        out["true_mu"] = np.asarray(results["mean"].isel(run=run).values, np.float64)
-    if "pi_star" in results:
-        out["true_pi_star"] = np.asarray(results["pi_star"].isel(run=run).values, np.float64)
-    return out
 
 
 # --------------------------------------------------------------------------- derived quantities
@@ -236,6 +120,8 @@ def posterior_tree(
     feature_names: Sequence[Any] | None = None,
     source: str = "draws",
     attrs: Mapping[str, Any] | None = None,
+    prior: Mapping[str, Any] | None = None,
+    groups: Mapping[str, Any] | None = None,
 ):
     """Build the diagnostics DataTree (groups and variables: module docstring).
 
@@ -280,6 +166,12 @@ def posterior_tree(
         Recorded in ``tree.attrs["source"]``.
     attrs : mapping, optional
         Extra root attributes (JSON-friendly values).
+    prior : mapping name -> array, optional
+        Prior draws of the same variables as ``draws``: the ``prior`` group, with the same derived
+        quantities (merit, pi*, ...), dimensions and coordinates as ``posterior``.
+    groups : mapping name -> xarray.Dataset, optional
+        Further groups added as given (the model-checking groups of
+        :mod:`bayesfair.diagnostics_checks`: ``log_likelihood``, ``posterior_predictive``, ...).
 
     Returns
     -------
@@ -300,12 +192,18 @@ def posterior_tree(
     floors = _floors(group_floors, obs, shape.n_groups)
     post, post_dims = _posterior_group(arrays, merit, shape, floors, dict(dims or {}),
                                        {"arm": arm_names, "group": group_names, "feature": feature_names})
-    groups: dict[str, Any] = {"posterior": post}
+    out: dict[str, Any] = {"posterior": post}
+    if prior is not None:
+        out["prior"] = _prior_group(prior, merit, shape, floors, dict(dims or {}), contexts, link, set(post_dims))
     if obs:
-        groups.update(_exposure_groups(obs, shape, floors, arrays, post_dims, compare))
+        out.update(_exposure_groups(obs, shape, floors, arrays, post_dims, compare))
     if sample_stats is not None:
-        groups["sample_stats"] = _sample_stats_group(sample_stats, arrays, post_dims, shape.coords)
-    tree = xr.DataTree.from_dict(groups)
+        out["sample_stats"] = _sample_stats_group(sample_stats, arrays, post_dims, shape.coords)
+    for name, ds in (groups or {}).items():
+        if name in out:
+            raise ValueError(f"groups must not contain {name!r}: the tree builds it")
+        out[name] = ds
+    tree = xr.DataTree.from_dict(out)
     root = {"source": source, "compare": compare}
     if merit is not None:
         root["merit"] = str(merit.describe())
@@ -439,6 +337,17 @@ def _posterior_group(arrays: dict[str, np.ndarray], merit: Merit | None, shape: 
                       coords={**_sample_coords(arrays, post_dims), **_used_coords(coords, post_dims)})
     post.attrs["sample_dims"] = ["chain", "draw"]
     return post, post_dims
+
+
+def _prior_group(prior: Mapping[str, Any], merit: Merit | None, shape: _Shape, floors: np.ndarray | None,
+                 dims: dict[str, Sequence[str]], contexts: Any, link: str, names: set[str]):
+    """The ``prior`` Dataset: prior draws through the posterior's derivations (same coordinates)."""
+    arrays = _normalize_draws(prior)
+    _add_mu_from_theta(arrays, contexts, link)
+    ds, prior_dims = _posterior_group(arrays, merit, shape, floors, dims, {})
+    if set(prior_dims) != names:
+        raise ValueError(f"prior draws give the variables {sorted(prior_dims)}, the posterior {sorted(names)}")
+    return ds
 
 
 def _sample_coords(arrays: dict[str, np.ndarray], post_dims: dict[str, list[str]]) -> dict[str, np.ndarray]:

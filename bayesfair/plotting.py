@@ -541,4 +541,6 @@ def plot_psi_forest(tree: Any, var: str = "psi", ci_prob: float = 0.9, ax: Any =
     return fig
 
 
-__all__ += ["plot_merit_exposure", "plot_exposure_over_time", "plot_psi_forest"]
+__all__ += ["plot_merit_exposure", "plot_exposure_over_time", "plot_psi_forest", "plot_exposure_gap"]
+
+from bayesfair.plotting_gap import plot_exposure_gap  # noqa: E402 (its own module; uses the helpers above)

@@ -172,6 +172,13 @@ def hierarchical_tree(merit):
     return post, state, dg.from_posterior(post, state, merit=merit, exposure=EXPOSURE, group_floors=[0.2, 0.2])
 
 
+def test_mcmc_state_refuses_observations(hierarchical_tree):
+    """Model-checking groups need joint draws of an observation model: not from MCMC samples."""
+    post, state, _ = hierarchical_tree
+    with pytest.raises(ValueError, match="need a conjugate posterior state"):
+        dg.from_posterior(post, state, observations={"arm": np.tile(ARMS, 3), "reward": np.tile(REWARDS, 3)})
+
+
 def test_mcmc_tree_has_sample_stats_and_convergence(hierarchical_tree):
     post, state, tree = hierarchical_tree
     assert set(tree.children) == {"posterior", "observed_exposure", "under_exposure", "sample_stats"}

@@ -31,7 +31,8 @@ from jax import lax
 
 from bayesfair._validate import positive_int
 
-__all__ = ["Outcome", "PosteriorFamily", "Posterior", "is_posterior", "init_size", "fit", "fit_outcomes"]
+__all__ = ["Outcome", "ObservationModel", "PosteriorFamily", "Posterior", "is_posterior", "init_size", "fit",
+           "fit_outcomes"]
 
 
 class Outcome(NamedTuple):
@@ -41,6 +42,33 @@ class Outcome(NamedTuple):
     reward: Any
     arm: Any = None
     x: Any = None
+
+
+class ObservationModel(NamedTuple):
+    """A family's likelihood of one observation, for model checking (log-likelihood and
+    predictive draws in :mod:`bayesfair.diagnostics`). Optional: a family without one
+    (``observation=None``) still gives posterior draws.
+
+    Attributes
+    ----------
+    draw : callable
+        ``draw(key, state) -> {name: array}``: one joint draw of every parameter of the
+        likelihood: the family's own draw (the same values ``sample(key, state)`` returns, from the
+        same key) plus nuisance parameters (``sigma2`` of the Normal-Inverse-Gamma families).
+    dims : dict
+        Dimension names of every drawn variable (e.g. ``{"mu": ("arm",), "sigma2": ("arm",)}``).
+    log_density : callable
+        ``log_density(params, Outcome(reward, arm=, x=)) -> scalar``: log p(reward | params, arm or
+        x) of one observation under the drawn ``params``.
+    replicate : callable
+        ``replicate(key, params, Outcome(...)) -> scalar``: a reward drawn from that density (the
+        outcome's ``reward`` is not used).
+    """
+
+    draw: Callable[[jax.Array, Any], dict[str, jax.Array]]
+    dims: Mapping[str, tuple[str, ...]]
+    log_density: Callable[[Mapping[str, jax.Array], Outcome], jax.Array]
+    replicate: Callable[[jax.Array, Mapping[str, jax.Array], Outcome], jax.Array]
 
 
 @runtime_checkable
@@ -99,6 +127,9 @@ class Posterior(NamedTuple):
         environment with other rewards, :mod:`bayesfair.compat`) or ``"real"``.
     dims : dict
         ``{"mu": ("arm",)}``: a draw is the arm means.
+    observation : ObservationModel or None
+        The likelihood of one observation ``Outcome(reward, arm=a)`` for model checking (None:
+        not available, e.g. the MCMC fallback).
     """
 
     name: str
@@ -111,6 +142,7 @@ class Posterior(NamedTuple):
     params: dict[str, Any]
     rewards: str = "real"
     dims: Mapping[str, tuple[str, ...]] = {"mu": ("arm",)}  # noqa: RUF012 (read-only default)
+    observation: ObservationModel | None = None
 
 
 def fit_outcomes(posterior: PosteriorFamily, size: Any, obs: Outcome) -> Any:
@@ -131,3 +163,21 @@ def fit(posterior: Posterior, n_arms: int, arms: jax.Array, rewards: jax.Array) 
     arms = jnp.asarray(arms, jnp.int32)
     rewards = jnp.asarray(rewards, jnp.float32)
     return fit_outcomes(posterior, n_arms, Outcome(reward=rewards, arm=arms))
+
+
+def normal_observation(draw: Callable[[jax.Array, Any], dict[str, jax.Array]], dims: Mapping[str, tuple[str, ...]],
+                       loc_var: Callable[[Mapping[str, jax.Array], Outcome], tuple[jax.Array, jax.Array]]
+                       ) -> ObservationModel:
+    """An :class:`ObservationModel` with a Normal likelihood: reward ~ N(loc, var), where
+    ``loc_var(params, obs) -> (loc, var)`` reads the drawn parameters and the observation."""
+
+    def log_density(params: Mapping[str, jax.Array], obs: Outcome) -> jax.Array:
+        loc, var = loc_var(params, obs)
+        r = jnp.asarray(obs.reward, jnp.result_type(loc))
+        return -0.5 * (jnp.log(2.0 * jnp.pi * var) + (r - loc) ** 2 / var)
+
+    def replicate(key: jax.Array, params: Mapping[str, jax.Array], obs: Outcome) -> jax.Array:
+        loc, var = loc_var(params, obs)
+        return loc + jnp.sqrt(var) * jax.random.normal(key, jnp.shape(loc), jnp.result_type(loc))
+
+    return ObservationModel(draw, dict(dims), log_density, replicate)

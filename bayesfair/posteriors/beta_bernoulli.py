@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair import _random
-from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.posteriors.base import ObservationModel, Outcome, Posterior, init_size
 from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["BetaState", "beta_bernoulli"]
@@ -75,7 +75,24 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
             numpyro.sample("r", dist.Bernoulli(probs=mu[arms]), obs=rewards)
 
     return Posterior("beta_bernoulli", init, update, sample, mean, variance, model, {"a0": a0, "b0": b0},
-                     rewards="binary")
+                     rewards="binary", observation=_bernoulli_observation(sample))
+
+
+def _bernoulli_observation(sample) -> ObservationModel:
+    """r | a ~ Bernoulli(mu_a): log p = log mu_a for r = 1, log(1 - mu_a) for r = 0."""
+
+    def draw(key: jax.Array, state: BetaState) -> dict[str, jax.Array]:
+        return {"mu": sample(key, state)}
+
+    def log_density(params, obs: Outcome) -> jax.Array:
+        mu = params["mu"][obs.arm]
+        return jnp.where(jnp.asarray(obs.reward) > 0.5, jnp.log(mu), jnp.log1p(-mu))
+
+    def replicate(key: jax.Array, params, obs: Outcome) -> jax.Array:
+        mu = params["mu"][obs.arm]
+        return (jax.random.uniform(key, jnp.shape(mu), jnp.result_type(mu)) < mu).astype(jnp.result_type(mu))
+
+    return ObservationModel(draw, {"mu": ("arm",)}, log_density, replicate)
 
 
 def _beta_small_shapes(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair._validate import finite_float
-from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
 from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["NormalState", "normal_known_variance"]
@@ -64,4 +64,6 @@ def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise
     return Posterior(
         "normal_known_variance", init, update, sample, mean, variance, model,
         {"prior_mean": m0, "prior_var": v0, "noise_var": s2},
+        observation=normal_observation(lambda key, state: {"mu": sample(key, state)}, {"mu": ("arm",)},
+                                       lambda p, o: (p["mu"][o.arm], s2)),
     )

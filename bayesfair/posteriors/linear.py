@@ -68,7 +68,7 @@ from jax.scipy.linalg import solve_triangular
 
 from bayesfair import _random
 from bayesfair._validate import finite_array
-from bayesfair.posteriors.base import Outcome, fit_outcomes, init_size
+from bayesfair.posteriors.base import ObservationModel, Outcome, fit_outcomes, init_size, normal_observation
 from bayesfair.registry import POSITIVE, choice, declare
 
 __all__ = [
@@ -114,6 +114,8 @@ class LinearPosterior(NamedTuple):
         (:mod:`bayesfair.compat`).
     dims : dict
         ``{"theta": ("feature",)}``: a draw is the coefficient vector.
+    observation : ObservationModel or None
+        The likelihood of one observation ``Outcome(y, x=x)`` for model checking.
 
     The same protocol as every family (:mod:`bayesfair.posteriors.base`).
     """
@@ -129,6 +131,7 @@ class LinearPosterior(NamedTuple):
     params: dict[str, Any]
     rewards: str = "real"
     dims: Mapping[str, tuple[str, ...]] = {"theta": ("feature",)}  # noqa: RUF012 (read-only default)
+    observation: ObservationModel | None = None
 
 
 class LinearState(NamedTuple):
@@ -347,6 +350,8 @@ def linear_known_variance(
     return LinearPosterior(
         "linear_known_variance", init, update, sample, mean, cov, variance, model,
         {"prior_mean": m0_json, "prior_var": v0, "noise_var": s2, "cholesky": mode},
+        observation=normal_observation(lambda key, state: {"theta": sample(key, state)}, {"theta": ("feature",)},
+                                       lambda p, o: (jnp.dot(o.x, p["theta"]), s2)),
     )
 
 
@@ -403,12 +408,16 @@ def linear_normal_inverse_gamma(
         a = a0 + 0.5 * count.astype(jnp.float32)
         return LinearNIGState(*_rank_one(mode, state, x, y, kappa0 < _GUARD_BELOW), count, a, b)
 
-    def sample(key: jax.Array, state: LinearNIGState) -> jax.Array:
+    def joint(key: jax.Array, state: LinearNIGState) -> dict[str, jax.Array]:
+        """One joint draw (theta, sigma2 = s2); ``sample`` is its theta."""
         kg, kz = jax.random.split(key)
         # capped at the largest float32: a shape a0 < 1 can draw a gamma below the float32 range
         # (0), which made s2 inf and the draw inf/NaN (as in normal_inverse_gamma)
         s2 = jnp.minimum(state.b / _random.gamma(kg, state.a, allow_small=allow_small), jnp.finfo(jnp.float32).max)
-        return _draw(mode, mean, state, jnp.sqrt(s2) * jax.random.normal(kz, state.eta.shape))
+        return {"theta": _draw(mode, mean, state, jnp.sqrt(s2) * jax.random.normal(kz, state.eta.shape)), "sigma2": s2}
+
+    def sample(key: jax.Array, state: LinearNIGState) -> jax.Array:
+        return joint(key, state)["theta"]
 
     def _scale(state: LinearNIGState) -> jax.Array:
         return jnp.where(state.a > 1.0, state.b / (state.a - 1.0), jnp.inf)
@@ -434,6 +443,8 @@ def linear_normal_inverse_gamma(
     return LinearPosterior(
         "linear_normal_inverse_gamma", init, update, sample, mean, cov, variance, model,
         {"m0": m0_json, "kappa0": kappa0, "a0": a0, "b0": b0, "cholesky": mode},
+        observation=normal_observation(joint, {"theta": ("feature",), "sigma2": ()},
+                                       lambda p, o: (jnp.dot(o.x, p["theta"]), p["sigma2"])),
     )
 
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from bayesfair import _random
 from bayesfair._validate import finite_float
-from bayesfair.posteriors.base import Outcome, Posterior, init_size
+from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
 from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["NIGState", "normal_inverse_gamma"]
@@ -56,7 +56,8 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
         b_new = state.b + hit * state.kappa * (reward - state.m) ** 2 / (2.0 * kappa_new)
         return NIGState(m_new, kappa_new, state.a + 0.5 * hit, b_new)
 
-    def sample(key: jax.Array, state: NIGState) -> jax.Array:
+    def joint(key: jax.Array, state: NIGState) -> dict[str, jax.Array]:
+        """One joint draw (mu, sigma2) per arm; ``sample`` is its mu."""
         kg, kz = jax.random.split(key)
         g = _random.gamma(kg, state.a, allow_small=allow_small)
         # A shape a < 1 can draw g below the float32 range (0; a0 = 0.01 did in about a third of
@@ -64,7 +65,10 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
         # made the draw inf/NaN. NaN (an invalid shape) stays NaN.
         sigma2 = jnp.minimum(state.b / g, jnp.finfo(jnp.float32).max)
         z = jax.random.normal(kz, state.m.shape)
-        return state.m + z * jnp.sqrt(sigma2 / state.kappa)
+        return {"mu": state.m + z * jnp.sqrt(sigma2 / state.kappa), "sigma2": sigma2}
+
+    def sample(key: jax.Array, state: NIGState) -> jax.Array:
+        return joint(key, state)["mu"]
 
     def mean(state: NIGState) -> jax.Array:
         return state.m
@@ -86,4 +90,6 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
     return Posterior(
         "normal_inverse_gamma", init, update, sample, mean, variance, model,
         {"m0": m0, "kappa0": kappa0, "a0": a0, "b0": b0},
+        observation=normal_observation(joint, {"mu": ("arm",), "sigma2": ("arm",)},
+                                       lambda p, o: (p["mu"][o.arm], p["sigma2"][o.arm])),
     )
