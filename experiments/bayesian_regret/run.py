@@ -1,12 +1,12 @@
 """Bayesian regret: TS, FairX-TS and a mismatched-prior TS on instances drawn from the prior.
 
-Every run draws K Bernoulli arm means from the prior Beta(1, 1) (the environment
-``prior_environment(beta_bernoulli(1, 1), K)``, which records that prior in its config). TS and
-FairX-TS use that prior; "TS (Beta(20, 20))" believes the means are near 1/2 (simulate warns that
-its prior is not the instances'). All policies see the same instances and reward draws (common
-random numbers), so differences are paired over runs. The final conventional regret averaged over
-runs is the Bayesian regret; FairX-TS trades it for a small fairness regret (merit f(mu) =
-exp(4 mu)).
+The study is ``experiments/configs/bayesian_regret.toml``: every run draws K Bernoulli arm means
+from U[0, 1] = Beta(1, 1), the prior of TS and FairX-TS (simulate recognizes it, so they are not
+warned about); "TS (Beta(20, 20))" believes the means are near 1/2 (simulate warns that its prior
+is not the instances'). All policies see the same instances and reward draws (common random
+numbers), so differences are paired over runs. The final conventional regret averaged over runs
+is the Bayesian regret; FairX-TS trades it for a small fairness regret (merit f(mu) = exp(4 mu)).
+This script runs the config with its options as overrides and prints the paired comparison.
 
 Usage: python experiments/bayesian_regret/run.py [--arms 5] [--horizon 1000] [--runs 500] [--seed 0]
 """
@@ -16,36 +16,39 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 
-import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.environments.prior import prior_environment
+import bayesfair  # noqa: F401  (before jax: exposes one CPU device per core)
+from bayesfair.config import load_config
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bayesian_regret.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--arms", type=int, default=5)
-    p.add_argument("--horizon", type=int, default=1000)
-    p.add_argument("--runs", type=int, default=500)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--arms", type=int, help="arms (default: the config's, 5)")
+    p.add_argument("--horizon", type=int, help="rounds (default: the config's, 1000)")
+    p.add_argument("--runs", type=int, help="runs (default: the config's, 500)")
+    p.add_argument("--seed", type=int, help="seed (default: the config's, 0)")
     args = p.parse_args(argv)
-    prior = bf.beta_bernoulli(1.0, 1.0)
-    merit = bf.merit.exponential(4.0)
-    env = prior_environment(prior, args.arms)
-    policies = {"TS": bf.thompson(prior), "FairX-TS": bf.fairx_ts(prior, merit),
-                "TS (Beta(20, 20))": bf.thompson(bf.beta_bernoulli(20.0, 20.0))}
+    overrides = [f"{key}={value}" for key, value in (("environment.n_arms", args.arms), ("horizon", args.horizon),
+                                                      ("runs", args.runs), ("seed", args.seed))
+                 if value is not None]
+    if args.horizon is not None:
+        overrides.append(f"checkpoints=[{args.horizon}]")
+    study = load_config(CONFIG, overrides)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = bf.simulate(args.seed, env, policies, args.horizon, args.runs, merit=merit,
-                         checkpoints=[args.horizon])
+        ds = study.run()
     for w in caught:
         print(f"warning: {w.message}")
     last = ds.isel(checkpoint=-1)
     regret = last["regret"].values  # [policy, run]
     fair = last["fairness_regret"].values
-    n = args.runs
-    print(f"\nBayesian regret over {n} instances from Beta(1, 1)^{args.arms}, T = {args.horizon}:")
+    n = study.runs
+    print(f"\nBayesian regret over {n} instances from Beta(1, 1)^{study.env.spec.n_arms}, T = {study.horizon}:")
     print(f"{'policy':<20}{'regret':>10}{'s.e.':>8}{'fairness regret':>18}{'s.e.':>8}")
     for i, name in enumerate(ds["policy"].values):
         print(f"{name:<20}{regret[i].mean():>10.2f}{regret[i].std(ddof=1) / np.sqrt(n):>8.2f}"
