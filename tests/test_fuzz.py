@@ -812,25 +812,31 @@ class Stats:
                 f"{self.seconds:.0f} s in the CLI; errors by key: {json.dumps(self.errors_by_head, sort_keys=True)}")
 
 
+MIN_PER_GROUP = 5  # cases of each group (clean / dirty dry-runs, tiny studies) whatever the time budget
+
+
 def _fuzz(tmp: Path, *, dry_runs: int, studies: int, derandomize: bool, seed: int | None, subprocess_runs: bool,
           label: str, time_budget: float | None = None) -> Stats:
     """Run ``dry_runs`` dry-run cases (half clean, half dirty) and ``studies`` tiny studies (one
     third with extreme valid values), each group its own hypothesis test; returns the counts and
-    findings."""
+    findings. ``time_budget`` (seconds) bounds the whole fuzz on a slow or loaded machine, but never
+    below ``MIN_PER_GROUP`` cases of each group: the cheap dry-runs go first, and the budget only
+    cuts cases beyond that minimum, so a loaded machine runs fewer cases, never none of a kind."""
     stats = Stats()
     t_start = time.perf_counter()
     counter = iter(range(10**9))
-    groups = [(studies, study_case(run=True)), (dry_runs - dry_runs // 2, study_case(run=False, mode="clean")),
-              (dry_runs // 2, study_case(run=False, mode="dirty"))]
+    groups = [(dry_runs - dry_runs // 2, study_case(run=False, mode="clean")),
+              (dry_runs // 2, study_case(run=False, mode="dirty")), (studies, study_case(run=True))]
     for n, strategy in groups:
         if n <= 0:
             continue
+        done = iter(range(10**9))
 
         @settings(max_examples=n, deadline=None, derandomize=derandomize, database=None,
                   suppress_health_check=list(HealthCheck), phases=[hypothesis.Phase.generate])
         @given(case=strategy)
         def inner(case):
-            if time_budget is not None and time.perf_counter() - t_start > time_budget:
+            if next(done) >= MIN_PER_GROUP and time_budget is not None and time.perf_counter() - t_start > time_budget:
                 return
             stats.record(case, run_case(case, tmp / f"c{next(counter)}", subprocess_runs=subprocess_runs))
 
