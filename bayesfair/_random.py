@@ -1,19 +1,22 @@
 """Exact, vectorized random primitives used inside jitted policy code.
 
 Everything here is exact: the samplers are rejection samplers whose every proposal uses fresh
-randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted, for
-at most :data:`MAX_PROPOSALS` proposals. The bound is what keeps an invalid input (a shape <= 0
-or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside [0, 1]) from looping forever: such
-lanes are NaN at once, and a lane still rejected after the bound is NaN too (for a valid shape
->= 1 a proposal is accepted with probability >= 0.95, so this happens with probability below
-1e-40 per draw). The simulator turns any NaN selection probability into an error naming the
-policy, run and round (:func:`bayesfair.simulate`).
+randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted, within
+a bound (:data:`MAX_PROPOSALS` proposals per lane on average, see :func:`gamma`). The bound is what
+keeps an invalid input (a shape <= 0 or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside
+[0, 1]) from looping forever: such lanes are NaN at once, and a lane still rejected after the
+bound is NaN too (for a valid shape >= 1 a proposal is accepted with probability >= 0.95, so this
+happens with probability below 1e-40 per draw). The simulator turns any NaN selection probability
+into an error naming the policy, run and round (:func:`bayesfair.simulate`).
 
 Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key
 and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x
 slower than :func:`gamma` below on this project's benchmark (see
 ``experiments/benchmarks/README.md``). Here one proposal is made for the whole array with one
-key, and a single array-level loop re-proposes only while some lane was rejected.
+key, and a single array-level loop re-proposes only for the lanes that were rejected: a few
+fresh proposals per iteration, handed to the first rejected lanes (issue 18: re-proposing for
+every lane in every iteration made the loop cost several times the first proposal, since nearly
+every round of a simulation has some rejected lane among its runs x arms x 2 lanes).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from jax import lax
 __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set"]
 
 
-MAX_PROPOSALS = 32  # proposals per lane before giving up with NaN (see the module docstring)
+MAX_PROPOSALS = 32  # proposals per lane (on average) before giving up with NaN (see the module docstring)
+_LANES_PER_RETRY = 16  # a retry of the rejection loop makes one fresh proposal per this many lanes (rounded up)
 _SERIES_BELOW = 0.1  # |y| below which h(y) is summed as a series (see _mt_log_accept)
 
 
@@ -73,9 +77,20 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     shape is >= 1 (true for conjugate posteriors whose prior shape is >= 1), which skips the
     extra uniform per lane.
 
+    Every lane gets one proposal (one normal and one uniform call for the whole array). The
+    lanes it rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are
+    retried in a ``while_loop`` whose every iteration draws M = ceil(L / 16) fresh proposals (L
+    lanes) and hands proposal i to the i-th still-rejected lane in lane order. The assignment
+    depends only on earlier accept/reject outcomes, never on the proposal it hands out, so each
+    lane still sees a sequence of independent fresh proposals and keeps the first accepted one:
+    the accepted value has exactly the Gamma law, independently across lanes. Under ``vmap`` (the
+    simulator's runs) an iteration costs M proposals per run instead of L, which is what made
+    the loop cheap (issue 18; ``experiments/benchmarks/README.md``).
+
     A shape that is not a positive finite number gives NaN (without entering the rejection
-    loop), and the loop stops after :data:`MAX_PROPOSALS` proposals per lane, so no input can
-    make it run forever.
+    loop), and the loop stops after ``MAX_PROPOSALS * ceil(L / M)`` iterations (as many
+    proposals as :data:`MAX_PROPOSALS` per lane), so no input can make it run forever; a lane
+    still rejected then is NaN.
     """
     a = jnp.asarray(shape_param)
     if not jnp.issubdtype(a.dtype, jnp.floating):
@@ -90,20 +105,37 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     d = a_eff - 1.0 / 3.0
     c = lax.rsqrt(9.0 * d)
     ok, val = _mt_proposal(k_first, d, c)
-
-    def body(carry):
-        k, ok, val, n = carry
-        k, sub = jax.random.split(k)
-        ok_new, val_new = _mt_proposal(sub, d, c)
-        return k, ok | ok_new, jnp.where(ok, val, val_new), n + 1
-
-    _, ok, val, _ = lax.while_loop(lambda s: ~jnp.all(s[1]) & (s[3] < MAX_PROPOSALS), body,
-                                   (k_loop, ok, val, jnp.int32(1)))
-    val = jnp.where(ok & ~invalid, val, jnp.nan)
+    ok, val = _retry_rejected(k_loop, d.reshape(-1), c.reshape(-1), ok.reshape(-1), val.reshape(-1))
+    val = jnp.where(ok.reshape(a.shape) & ~invalid, val.reshape(a.shape), jnp.nan)
     if allow_small:
         u = jax.random.uniform(k_boost, a.shape, val.dtype, minval=jnp.finfo(val.dtype).tiny)
         val = jnp.where(small, val * u ** (1.0 / a), val)
     return val
+
+
+def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
+                    val: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The rejection loop of :func:`gamma` over flat lanes: fresh proposals for rejected lanes only."""
+    n_lanes = d.shape[0]
+    m = max(1, -(-n_lanes // _LANES_PER_RETRY))
+    limit = MAX_PROPOSALS * -(-n_lanes // m)
+    tiny = jnp.finfo(d.dtype).tiny
+
+    def body(carry):
+        k, ok, val, n = carry
+        k, kx, ku = jax.random.split(k, 3)
+        x = jax.random.normal(kx, (m,), d.dtype)
+        u = jax.random.uniform(ku, (m,), d.dtype, minval=tiny)
+        rank = jnp.cumsum(~ok) - 1  # i-th rejected lane (lane order) -> i
+        take = ~ok & (rank < m)
+        slot = jnp.clip(rank, 0, m - 1)
+        x_lane, u_lane = x[slot], u[slot]
+        accept = take & (jnp.log(u_lane) < _mt_log_accept(x_lane, d, c))
+        v = 1.0 + c * x_lane
+        return k, ok | accept, jnp.where(accept, d * v * v * v, val), n + 1
+
+    _, ok, val, _ = lax.while_loop(lambda s: ~jnp.all(s[1]) & (s[3] < limit), body, (key, ok, val, jnp.int32(0)))
+    return ok, val
 
 
 def beta(key: jax.Array, a: jax.Array, b: jax.Array, *, allow_small: bool = True) -> jax.Array:

@@ -62,6 +62,22 @@ def test_marsaglia_tsang_decisions_match_float64(shape):
     assert not np.any(wrong & (gap > 1e-5)), f"{int(np.sum(wrong))} decisions differ, max gap {gap[wrong].max():.2e}"
 
 
+def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
+    # The simulator's layout: one gamma call per run (vmap) on 20 lanes, so a retry iteration hands
+    # 2 fresh proposals to the first rejected lanes of its run (issue 18). Shapes 1 (5% rejected) and
+    # 2.5 alternate, so proposals are handed to lanes of different shapes; every shape, and the last
+    # lane alone (the one served last), must keep the exact Gamma law.
+    batch = 2000
+    shapes = jnp.tile(jnp.array([1.0, 2.5]), 10)
+    keys = jax.random.split(jax.random.key(21), batch)
+    g = np.asarray(jax.jit(jax.vmap(lambda k: _random.gamma(k, shapes, allow_small=False)))(keys))
+    assert np.all(np.isfinite(g)) and np.all(g > 0)
+    for lanes, shape in ((slice(0, None, 2), 1.0), (slice(1, None, 2), 2.5), (slice(19, 20), 2.5)):
+        x = np.sort(g[:, lanes].reshape(-1))
+        d = _ks(x, np.asarray(gammainc(shape, jnp.asarray(x))))
+        assert d < 1.95 / np.sqrt(x.size), f"KS distance {d:.4f} for Gamma({shape}), lanes {lanes}"
+
+
 def test_allow_small_false_matches_for_large_shapes():
     a = jnp.full((N,), 7.0)
     x = np.sort(np.asarray(_random.gamma(jax.random.key(3), a, allow_small=False)))
