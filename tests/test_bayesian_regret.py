@@ -129,6 +129,12 @@ def test_prior_mismatch_warns_and_match_is_silent():
     # fixed instance: frequentist regret, noted but not warned
     msgs, notes = _check(bf.bernoulli_arms([0.2, 0.5, 0.8]), {"TS": bf.thompson(flat)})
     assert msgs == [] and notes["TS"].startswith("fixed instance")
+    # explicit per-run instances (rows from elsewhere): frequentist too, noted as such, not warned
+    rows = np.random.default_rng(0).uniform(0.1, 0.9, (4, 3))
+    msgs, notes = _check(bf.bernoulli_arms(rows), {"TS": bf.thompson(flat)})
+    assert msgs == [] and notes["TS"].startswith("explicit per-run instances")
+    msgs, notes = _check(bf.linear_bandit(3, 2, theta=np.ones((4, 2))), {"LinTS": lints(linear_known_variance())})
+    assert msgs == [] and notes["LinTS"].startswith("explicit per-run instances")
     # a prior parameter that differs only in the 12th digit still matches
     assert _check(env, {"TS": bf.thompson(bf.beta_bernoulli(1.0 + 1e-12, 1.0))})[1]["TS"].startswith("matched")
 

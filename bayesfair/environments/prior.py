@@ -228,11 +228,24 @@ def _implied_prior(env: Environment) -> dict[str, Any] | None:
 
 
 def _random_instances(cfg: Any) -> bool:
-    """True if an environment config describes instances drawn per run (a distribution entry)."""
+    """True if an environment config describes instances drawn per run (a distribution entry);
+    explicit per-run instances (``{"distribution": "per_run", ...}``, rows given by the user) are
+    not drawn by the environment, so they count as fixed."""
     if isinstance(cfg, Mapping):
+        if cfg.get("distribution") == "per_run":
+            return False
         return any(k in ("distribution", "uniform") for k in cfg) or any(_random_instances(v) for v in cfg.values())
     if isinstance(cfg, (list, tuple)):
         return any(_random_instances(v) for v in cfg)
+    return False
+
+
+def _per_run_instances(cfg: Any) -> bool:
+    """True if an environment config holds explicit per-run instances anywhere."""
+    if isinstance(cfg, Mapping):
+        return cfg.get("distribution") == "per_run" or any(_per_run_instances(v) for v in cfg.values())
+    if isinstance(cfg, (list, tuple)):
+        return any(_per_run_instances(v) for v in cfg)
     return False
 
 
@@ -241,7 +254,8 @@ def check_prior_match(env: Environment, policies: Mapping[str, Any]) -> dict[str
 
     Returns ``{"prior_check": {policy: note}}`` for the results' metadata (``{}`` when no policy
     carries a prior); warns once (:class:`UserWarning`) naming the policies whose prior is not the
-    distribution the instances are drawn from. Silent for matched priors and fixed instances.
+    distribution the instances are drawn from. Silent for matched priors, fixed instances and
+    explicit per-run instances (rows the user gave: their regret is frequentist, and the note says so).
     """
     env_prior = _implied_prior(env)
     random = env_prior is not None or _random_instances({k: v for k, v in env.config.items() if k != "groups"})
@@ -252,6 +266,9 @@ def check_prior_match(env: Environment, policies: Mapping[str, Any]) -> dict[str
             continue
         if not random:
             notes[label] = "fixed instance: the regret is frequentist (not averaged over the policy's prior)"
+            if _per_run_instances(env.config):
+                notes[label] = ("explicit per-run instances: the regret is frequentist, averaged over the given "
+                                "instances (not over the policy's prior)")
         elif env_prior is not None and _same(prior, env_prior):
             notes[label] = "matched: instances are drawn from the policy's prior (Bayesian regret)"
         else:
