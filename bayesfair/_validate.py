@@ -133,11 +133,35 @@ def group_labels(name: str, labels: Any) -> tuple[np.ndarray, tuple[str, ...] | 
         return codes, tuple(order)
     if arr.dtype.kind == "b":
         raise TypeError(f"{name} must be integer group indices or group names (strings), got booleans")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"{name} must be integer group indices or group names (strings), got dtype {arr.dtype}")
+    arr = integer_indices(name, arr, "group indices or group names (strings)", verb="be")
     if arr.min() < 0:
         raise ValueError(f"{name} must be >= 0 (group indices), got {arr.min()}")
     return arr.astype(np.int64), None
+
+
+def integer_indices(name: str, values: Any, what: str = "indices", *, verb: str = "hold") -> np.ndarray:
+    """``values`` as an int64 array: integers, or floats with integral values; anything else is a
+    TypeError naming ``name`` ("<name> must <verb> integer <what>, got dtype ...")."""
+    arr = np.asarray(values)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
+            raise TypeError(f"{name} must {verb} integer {what}, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def arm_groups(name: str, values: Any, n_arms: int | None = None) -> np.ndarray:
+    """A group index per arm (int64 [n]): integral, >= 0, one per arm when ``n_arms`` is given,
+    and every group 0..m-1 holding an arm; errors name ``name``."""
+    arr = np.asarray(values)
+    if n_arms is not None and (arr.ndim != 1 or arr.size != n_arms):
+        raise ValueError(f"{name} must have one group per arm ({n_arms}), got shape {arr.shape}")
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array (one group per arm), got shape {arr.shape}")
+    arr = integer_indices(name, arr, "group indices")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must be >= 0, got {arr.min()}")
+    m = int(arr.max()) + 1
+    empty = np.flatnonzero(np.bincount(arr, minlength=m) == 0)
+    if empty.size:
+        raise ValueError(f"every group 0..{m - 1} must hold an arm; group(s) {empty.tolist()} are empty")
+    return arr

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair._validate import integer_indices
 from bayesfair.posteriors.base import Outcome, PosteriorFamily, fit_outcomes
 
 __all__ = ["model_check", "observations_from_log", "fit_from_log", "prior_posterior_view", "OBS_DIM",
@@ -79,11 +80,7 @@ def check_observations(posterior: PosteriorFamily, size: int, observations: Any)
         arm = np.asarray(observations["arm"])
         if arm.shape != (n,):
             raise ValueError(f"observations['arm'] must have one arm per reward ({n}), got shape {arm.shape}")
-        if not np.issubdtype(arm.dtype, np.integer):
-            if np.issubdtype(arm.dtype, np.floating) and np.all(arm == np.round(arm)):
-                arm = arm.astype(np.int64)
-            else:
-                raise TypeError(f"observations['arm'] must hold integer arm indices, got dtype {arm.dtype}")
+        arm = integer_indices("observations['arm']", arm, "arm indices")
         if per_arm and (arm.min() < 0 or arm.max() >= size):
             raise ValueError(f"observations['arm'] must be in [0, {size - 1}], got values in "
                              f"[{arm.min()}, {arm.max()}]")

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from bayesfair._validate import arm_groups
+
 __all__ = ["observed_exposure"]
 
 
@@ -53,21 +55,7 @@ def _normalize_draws(draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def _labels_from(group_of_arm: Any, n_arms: int) -> np.ndarray:
-    arr = np.asarray(group_of_arm)
-    if arr.ndim != 1 or arr.size != n_arms:
-        raise ValueError(f"group_of_arm must have one group per arm ({n_arms}), got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"group_of_arm must hold integer group indices, got dtype {arr.dtype}")
-    if arr.min() < 0:
-        raise ValueError(f"group_of_arm must be >= 0, got {arr.min()}")
-    m = int(arr.max()) + 1
-    empty = np.flatnonzero(np.bincount(arr, minlength=m) == 0)
-    if empty.size:
-        raise ValueError(f"every group 0..{m - 1} must hold an arm; group(s) {empty.tolist()} are empty")
-    return arr.astype(np.int64)
+    return arm_groups("group_of_arm", group_of_arm, n_arms)
 
 
 def _names(name: str, given: Any, n: int, default: Sequence[Any]) -> list[Any]:

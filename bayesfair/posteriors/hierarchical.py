@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bayesfair._validate import finite_float
+from bayesfair._validate import arm_groups, finite_float
 from bayesfair.posteriors.base import Posterior
 from bayesfair.posteriors.mcmc import arm_buffer, arm_counts, mcmc_posterior
 
@@ -42,20 +42,7 @@ def _labels(group_of_arm: Any) -> np.ndarray:
         labels = np.asarray(group_of_arm)
     except (TypeError, ValueError):
         raise TypeError(f"group_of_arm must be a 1-d integer array, got {group_of_arm!r}") from None
-    if labels.ndim != 1 or labels.size == 0:
-        raise ValueError(f"group_of_arm must be a non-empty 1-d array (one group per arm), got shape {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        if np.issubdtype(labels.dtype, np.floating) and np.all(labels == np.round(labels)):
-            labels = labels.astype(np.int64)
-        else:
-            raise TypeError(f"group_of_arm must hold integer group indices, got dtype {labels.dtype}")
-    if labels.min() < 0:
-        raise ValueError(f"group_of_arm must be >= 0, got {labels.min()}")
-    m = int(labels.max()) + 1
-    empty = np.flatnonzero(np.bincount(labels, minlength=m) == 0)
-    if empty.size:
-        raise ValueError(f"every group 0..{m - 1} must hold an arm; group(s) {empty.tolist()} are empty")
-    return labels.astype(np.int32)
+    return arm_groups("group_of_arm", labels).astype(np.int32)
 
 
 def hierarchical_model(group_of_arm: Any, *, loc: float = 0.0, loc_scale: float = 1.5, scale: float = 1.0,
