@@ -148,7 +148,7 @@ def ppc_check(tree: Any, likelihood: str, n_trials: int = 9) -> dict[str, Any]:
             "rule": f"each statistic's p = P(T(y_rep) >= T(y)) in [{PPC_LOW}, {PPC_HIGH}]"}
 
 
-def ppc_figure(tree: Any, path: Path, title: str) -> None:
+def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
     """az.plot_ppc_dist of the fit (observed vs 50 posterior predictive draws), saved to ``path``."""
     import arviz as az
     import matplotlib.pyplot as plt
@@ -159,6 +159,9 @@ def ppc_figure(tree: Any, path: Path, title: str) -> None:
     fig = plt.gcf()
     fig.suptitle(f"{title}: posterior predictive ({tree.attrs.get('likelihood')} likelihood)", fontsize=10)
     fig.set_size_inches(6.5, 4.0)
+    for ax in fig.axes:
+        ax.set_xlabel(xlabel)
+        ax.set_title("")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close("all")
@@ -292,7 +295,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         full0 = res0.tree(prior_draws=10)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cmp = az.compare({"with psi": full, "without psi": full0})
+            cmp = az.compare({"with psi": full, "without psi": full0}, round_to=3)
             loo_with = az.loo(full)
         loo = {"table": json.loads(cmp.to_json(orient="index", default_handler=str)),
                "elpd_with": float(loo_with.elpd), "se_with": float(loo_with.se),
@@ -303,7 +306,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     write_results(tree, out / "posterior.nc")
     write_text(out / "psi_hdi.csv", psi.to_csv(index=False))
     save_figure(forest(tree, title or name), out / "psi_forest.png")
-    ppc_figure(full, out / "ppc.png", title or name)
+    ppc_figure(full, out / "ppc.png", title or name, xlabel=f"{note} (observed: black)")
     summary = {
         "recipe": name,
         "argv": list(sys.argv[1:] if argv is None else argv),
