@@ -550,8 +550,8 @@ def fit(
     if sufficient:
         with jax.enable_x64(bool(x64)):
             dt = jnp.float64 if x64 else jnp.float32
-            kwargs["stats"] = tuple(np.asarray(v) for v in sufficient_stats(arms, jnp.asarray(X, dt), jnp.asarray(y, dt),
-                                                                            int(data.group_of_arm.size)))
+            suff = sufficient_stats(arms, jnp.asarray(X, dt), jnp.asarray(y, dt), int(data.group_of_arm.size))
+            kwargs["stats"] = tuple(np.asarray(v) for v in suff)
 
     static = {k: v for k, v in kwargs.items() if k != "stats"}
     model = functools.partial(_group_bias_site_model, **static)

@@ -131,11 +131,11 @@ def ppc_check(tree: Any, likelihood: str, n_trials: int = 9) -> dict[str, Any]:
                 stats[f"mean[{nm}]"] = (lambda r: lambda v: v[..., r].mean(-1))(rows)
     if likelihood == "gaussian":
         for q in (0.05, 0.5, 0.95):
-            stats[f"q{int(100 * q):02d}"] = (lambda q: lambda v: np.quantile(v, q, axis=-1))(q)
+            stats[f"q{int(100 * q):02d}"] = (lambda qq: lambda v: np.quantile(v, qq, axis=-1))(q)
     else:
         top = 1 if likelihood == "bernoulli" else n_trials
         for k in range(top + 1):
-            stats[f"share[{k}]"] = (lambda k: lambda v: (v == k).mean(-1))(k)
+            stats[f"share[{k}]"] = (lambda kk: lambda v: (v == kk).mean(-1))(k)
     del post
     out = {}
     for name, fn in stats.items():

@@ -2,7 +2,8 @@
 
 Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
 Eq. 2, with the m-group form of Section 4): arm i = (group, age bucket) returns
-y ~ Bernoulli(sigmoid(x . (beta_i + psi_g(i)))) (default) or the Gaussian of Eq. 2; beta_i ~ N(beta_bar, tau^2 I) with one population
+y ~ Bernoulli(sigmoid(x . (beta_i + psi_g(i)))) (default) or the Gaussian of Eq. 2;
+beta_i ~ N(beta_bar, tau^2 I) with one population
 prior shared by every group (the paper's "the groups are equal in reality"), psi = 0 for the
 reference group, psi_g ~ N(0, s^2 I) for every other group, beta_bar ~ N(0, prior_sd^2 I),
 half-normal priors on tau, s (and sigma for the Gaussian): the package's DEFAULT_PRIORS.
@@ -33,7 +34,8 @@ atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png
 ``loo_compare.csv`` and ``summary.json`` (see models/_group_bias_recipe.py).
 
 Usage: python models/adult_group_bias.py [--group sex|race] [--out DIR] [--warmup 500]
-       [--samples 500] [--chains 4] [--rows N] [--seed 0] [--likelihood bernoulli|gaussian]   (or: bayesfair fit adult_group_bias [ARGS])
+       [--samples 500] [--chains 4] [--rows N] [--seed 0]
+       [--likelihood bernoulli|gaussian]   (or: bayesfair fit adult_group_bias [ARGS])
 """
 
 from __future__ import annotations

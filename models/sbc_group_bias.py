@@ -110,6 +110,11 @@ def one_replication(r, args, arms, X, groups, reference, out: Path):
     return rec
 
 
+def _param_label(rec: dict) -> str:
+    pz = rec["parametrization"]
+    return f"beta {'nc' if pz['noncentered_beta'] else 'c'}, psi {'nc' if pz['noncentered_psi'] else 'c'}"
+
+
 def analyze(out: Path, alpha: float = 1e-3) -> dict:
     """SBC statistics of every finished replication in ``out`` (bayesfair.sbc.sbc on the stored draws)."""
     import jax
@@ -153,8 +158,7 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
         "low_sigma_reps(<=0.3)": sum(1 for r in recs if r["true_sigma"] <= 0.3),
         "low_sigma_not_converged": sum(1 for r in recs if r["true_sigma"] <= 0.3 and not r["converged"]),
         "median_seconds": float(np.median([r["seconds"] for r in recs])),
-        "parametrizations": {k: sum(1 for r in recs if f"beta {'nc' if r['parametrization']['noncentered_beta'] else 'c'}"
-                                    f", psi {'nc' if r['parametrization']['noncentered_psi'] else 'c'}" == k)
+        "parametrizations": {k: sum(1 for r in recs if _param_label(r) == k)
                              for k in ("beta c, psi c", "beta c, psi nc", "beta nc, psi c", "beta nc, psi nc")},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
