@@ -291,17 +291,22 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     ppc = ppc_check(full, args.likelihood)
     loo: dict[str, Any] = {}
     out: Path = args.out
+    cmp = None
     if res0 is not None:
         full0 = res0.tree(prior_draws=10)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cmp = az.compare({"with psi": full, "without psi": full0}, round_to=3)
-            loo_with = az.loo(full)
-        loo = {"table": json.loads(cmp.to_json(orient="index", default_handler=str)),
-               "elpd_with": float(loo_with.elpd), "se_with": float(loo_with.se),
-               "pareto_k_over_0.7": int(np.sum(np.asarray(loo_with.pareto_k) > 0.7)),
-               "converged_without": res0.convergence.as_dict()}
-        write_text(out / "loo_compare.csv", cmp.to_csv())
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cmp = az.compare({"with psi": full, "without psi": full0}, round_to=3)
+                loo_with = az.loo(full)
+        except (ValueError, FloatingPointError) as exc:  # e.g. a frozen tiny-budget fit: no finite ELPD
+            loo = {"error": f"{type(exc).__name__}: {exc}", "converged_without": res0.convergence.as_dict()}
+        else:
+            loo = {"table": json.loads(cmp.to_json(orient="index", default_handler=str)),
+                   "elpd_with": float(loo_with.elpd), "se_with": float(loo_with.se),
+                   "pareto_k_over_0.7": int(np.sum(np.asarray(loo_with.pareto_k) > 0.7)),
+                   "converged_without": res0.convergence.as_dict()}
+            write_text(out / "loo_compare.csv", cmp.to_csv())
 
     write_results(tree, out / "posterior.nc")
     write_text(out / "psi_hdi.csv", psi.to_csv(index=False))
@@ -336,9 +341,12 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     print(f"convergence (with psi): {res.convergence.message}")
     if res0 is not None:
         print(f"convergence (without psi): {res0.convergence.message}")
-        cols = [c for c in ("rank", "elpd", "se", "elpd_diff", "dse", "p", "weight") if c in cmp.columns]
-        print("LOO, with vs without psi (az.compare):")
-        print(cmp[cols].to_string())
+        if cmp is None:
+            print(f"LOO, with vs without psi: not computed ({loo['error']})")
+        else:
+            cols = [c for c in ("rank", "elpd", "se", "elpd_diff", "dse", "p", "weight") if c in cmp.columns]
+            print("LOO, with vs without psi (az.compare):")
+            print(cmp[cols].to_string())
     print(f"PPC ({ppc['rule']}): {'PASS' if ppc['passed'] else 'FAIL'}"
           + (f"; failed: {', '.join(ppc['failed'])}" if ppc["failed"] else ""))
     for k, v in ppc["statistics"].items():
