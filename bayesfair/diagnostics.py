@@ -294,7 +294,8 @@ def run_state(states: Mapping[str, Any], policy: str, run: int = 0) -> Any:
 def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None = None):
     """:func:`posterior_tree` of a NUTS fit of the hierarchical group-bias model.
 
-    ``fit`` is a :class:`~bayesfair.fitting.NutsFit` and ``data`` the
+    ``fit`` is a :class:`~bayesfair.fitting.Fit` (or the deprecated
+    :class:`~bayesfair.fitting.NutsFit`) and ``data`` the
     :class:`~bayesfair.fitting.GroupBiasData` it was fitted to (biased-feedback
     paper, Section 3.1, Eq. 2: y = x . (beta_i + psi_g(i)) + noise). The posterior group holds
     ``psi`` [group, feature] for the **non-reference** groups only (the reference group's psi is 0
@@ -306,10 +307,12 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
     """
     import json
 
-    from bayesfair.fitting import GroupBiasData, NutsFit
+    from bayesfair.fitting import Fit, GroupBiasData, NutsFit
 
+    if isinstance(fit, Fit):  # the new entry point's result: its posterior draws, divergences, settings
+        fit = NutsFit(fit.samples, fit.diverging, fit.seconds, fit.config)
     if not isinstance(fit, NutsFit):
-        raise TypeError(f"fit must be a NutsFit (bayesfair.fitting.fit_nuts), got {type(fit).__name__}")
+        raise TypeError(f"fit must be a NutsFit or a Fit (bayesfair.fitting.fit), got {type(fit).__name__}")
     if not isinstance(data, GroupBiasData):
         raise TypeError(f"data must be GroupBiasData (group_bias_data), got {type(data).__name__}")
     n, m, d = int(data.group_of_arm.size), int(data.group_of_arm.max()) + 1, int(data.X.shape[1])
@@ -319,10 +322,12 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
                          f"{np.asarray(fit.samples['beta']).shape[2:]}, the data have m={m} groups, n={n} arms, d={d}")
     others = [g for g in range(m) if g != data.reference]
     group_names = list(data.group_names) if data.group_names is not None else [str(g) for g in range(m)]
-    draws = {"psi": psi_all[:, :, others, :], "beta": fit.samples["beta"], "beta_bar": fit.samples["beta_bar"]}
+    draws = {"beta": fit.samples["beta"], "beta_bar": fit.samples["beta_bar"]}
+    if fit.config.get("group_bias", True):  # the model without bias (group_bias=False) has no psi
+        draws = {"psi": psi_all[:, :, others, :], **draws}
     draws.update({k: fit.samples[k] for k in ("tau", "s", "sigma") if k in fit.samples})
     root = {"model": "bayesfair.posteriors.group_bias.group_bias_model",
-            "reference_group": group_names[data.reference], "nuts_config": json.dumps(fit.config),
+            "reference_group": group_names[data.reference], "nuts_config": json.dumps(fit.config, default=str),
             "nuts_seconds": float(fit.seconds), "rows": int(data.y.size)}
     root.update(dict(attrs or {}))
     return posterior_tree(draws, dims={"psi": ["group", "feature"], "beta": ["arm", "feature"],

@@ -7,11 +7,14 @@ calls :func:`run`, which fits the hierarchical group-bias model of the biased-fe
 :func:`bayesfair.posteriors.group_bias.group_bias_model`) by NUTS and writes, atomically, to
 ``--out`` (default ``models/artifacts/<recipe>/``, gitignored).
 
-NUTS settings (flags): 2 chains x (500 warm-up + 500 draws), target acceptance 0.95, psi in the
-non-centred form psi = s u (``--centered-psi`` for psi ~ N(0, s^2 I)), likelihood through per-arm
-sufficient statistics (cost independent of the number of rows). Why: on these data s is small and
-the centred psi is a funnel (s mixed with R-hat up to 1.44, ESS 4), and the non-centred form at
-target 0.9 left 11-15 divergences in 600 draws; models/README.md has the measurements. Outputs:
+NUTS (``bayesfair.fitting.fit``, the one entry point): 4 chains x (500 warm-up + 500 draws) in
+float64, target acceptance 0.9, the centred/non-centred form of beta and psi by the documented
+rule (``fitting.choose_parametrization``; ``--parametrization`` to force one), ``--dense-mass``
+for a dense mass matrix. The likelihood is the recipe's (``--likelihood``; each recipe says why
+its default fits its data); the Gaussian goes through per-arm sufficient statistics. The model
+is fitted twice, with and without psi (``group_bias=False``), for LOO. Printed: the convergence
+verdict of each fit (R-hat < 1.01, bulk/tail ESS >= 400, 0 divergences, no frozen chain), the
+``az.compare`` table (elpd_diff, dse) and the posterior predictive check. Outputs:
 
 - ``posterior.nc``: the ArviZ DataTree of :func:`bayesfair.diagnostics.from_group_bias_fit`
   (groups ``posterior``: psi of the non-reference groups, beta, beta_bar, tau, s, sigma; and
@@ -21,8 +24,16 @@ target 0.9 left 11-15 divergences in 600 draws; models/README.md has the measure
   bulk/tail ESS, R-hat and MCSE (ArviZ's summary);
 - ``psi_forest.png``: forest plot of psi, one panel per non-reference group (median and 90%
   equal-tailed interval, :func:`bayesfair.plotting.plot_psi_forest`);
-- ``summary.json``: settings, data description, diagnostics (divergences, max R-hat and min ESS
-  over every variable and over psi), the scales' posterior and the psi table.
+- ``ppc.png``: ``az.plot_ppc_dist`` of the fit with psi (observed vs 50 posterior predictive draws);
+- ``loo_compare.csv``: ``az.compare`` of the model with and without psi;
+- ``summary.json``: settings, data description, the convergence verdicts, diagnostics (divergences,
+  max R-hat and min ESS over every variable and over psi), LOO, the PPC p-values and verdict, the
+  scales' posterior and the psi table.
+
+PPC verdict: posterior predictive p-values p = P(T(y_rep) >= T(y)) of the statistics T = mean,
+sd, each group's mean and (discrete outcomes) the share of every outcome value, else the 5%, 50%
+and 95% quantiles; a statistic passes if 0.005 <= p <= 0.995 (two-sided 1%), the check passes if
+every statistic does.
 """
 
 from __future__ import annotations
@@ -41,13 +52,12 @@ import bayesfair  # noqa: F401  (before jax: one CPU device per core, so chains 
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-#: Priors of the scales (half-normal scales) and of beta_bar (N(prior_mean, prior_sd^2 I)); features are z-scored.
-PRIORS = {"tau_scale": 1.0, "s_scale": 1.0, "sigma_scale": 5.0, "prior_mean": 0.0, "prior_sd": 10.0}
 CI_PROB = 0.9
+PPC_LOW, PPC_HIGH = 0.005, 0.995
 
 
-def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains: int = 2,
-           target_accept: float = 0.95) -> argparse.ArgumentParser:
+def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains: int = 4,
+           target_accept: float = 0.9, likelihood: str = "gaussian") -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
     p = argparse.ArgumentParser(prog=f"{name}.py", description=doc.strip().splitlines()[0])
     p.add_argument("--out", type=Path, default=HERE / "artifacts" / name, help="output folder (default: %(default)s)")
@@ -59,9 +69,14 @@ def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains
     p.add_argument("--target-accept", type=float, default=target_accept,
                    help="NUTS target acceptance probability in (0, 1) (%(default)s; higher: smaller steps, fewer "
                         "divergences)")
+    p.add_argument("--likelihood", choices=("gaussian", "bernoulli", "binomial"), default=likelihood,
+                   help="observation model (default for this data: %(default)s; see the recipe's docstring)")
+    p.add_argument("--parametrization", choices=("auto", "centered", "noncentered"), default="auto",
+                   help="centred or non-centred beta and psi (%(default)s: fitting.choose_parametrization's rule)")
     p.add_argument("--centered-psi", action="store_true",
-                   help="sample psi ~ N(0, s^2 I) directly instead of psi = s u, u ~ N(0, I) (same model; the "
-                        "default non-centred form avoids the funnel in s when the data say little about psi)")
+                   help="(old flag) psi centred, beta by the rule")
+    p.add_argument("--dense-mass", action="store_true", help="dense NUTS mass matrix")
+    p.add_argument("--no-compare", action="store_true", help="skip the fit without psi (no LOO comparison)")
     return p
 
 
@@ -78,20 +93,78 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--seed must be >= 0, got {args.seed}")
 
 
-def subsample(table: Any, rows: int | None, seed: int) -> Any:
+def subsample(table: Any, rows: int | None, seed: int, y: Any = None, keep: Any = None) -> Any:
     """:class:`GroupBiasData` of the table, or of a uniform random subsample of ``rows`` of its rows.
 
-    The table's preprocessing (z-scoring) stays that of the whole table. A subsample may leave an
-    arm without rows: the model stays proper (that arm's beta comes from the population prior).
+    ``y`` replaces the table's rewards (a recipe's transform for its likelihood) and ``keep``
+    (bool per row) drops rows first (e.g. COMPAS's 6 scores of -1 for the binomial). The table's
+    preprocessing (z-scoring) stays that of the whole table. A subsample may leave an arm without
+    rows: the model stays proper (that arm's beta comes from the population prior).
     """
     from bayesfair.fitting import group_bias_data
 
-    idx = np.arange(table.rewards.size)
+    y = table.rewards if y is None else np.asarray(y)
+    idx = np.arange(table.rewards.size) if keep is None else np.flatnonzero(keep)
     if rows is not None and rows < idx.size:
         idx = np.sort(np.random.default_rng(seed).choice(idx, rows, replace=False))
-    return group_bias_data(table.arms[idx], table.features[idx], table.rewards[idx], table.group_of_arm,
+    return group_bias_data(table.arms[idx], table.features[idx], y[idx], table.group_of_arm,
                            reference=table.reference, arm_names=table.arm_names, group_names=table.group_names,
                            feature_names=table.feature_names)
+
+
+def ppc_check(tree: Any, likelihood: str, n_trials: int = 9) -> dict[str, Any]:
+    """Posterior predictive p-values p = P(T(y_rep) >= T(y)) and the verdict (module docstring)."""
+    y = np.asarray(tree["observed_data"]["y"].values, np.float64)
+    rep = np.asarray(tree["posterior_predictive"]["y"].values, np.float64)
+    rep = rep.reshape(-1, rep.shape[-1])
+    arms = np.asarray(tree["constant_data"]["arms"].values)
+    post = tree["posterior"].dataset
+    stats: dict[str, Any] = {"mean": lambda v: v.mean(-1), "sd": lambda v: v.std(-1)}
+    labels = None
+    if "group_of_arm" in tree.attrs:
+        labels = np.asarray(json.loads(tree.attrs["group_of_arm"]))
+    if labels is not None:
+        names = json.loads(tree.attrs["group_names"])
+        for g, nm in enumerate(names):
+            rows = labels[arms] == g
+            if rows.any():
+                stats[f"mean[{nm}]"] = (lambda r: lambda v: v[..., r].mean(-1))(rows)
+    if likelihood == "gaussian":
+        for q in (0.05, 0.5, 0.95):
+            stats[f"q{int(100 * q):02d}"] = (lambda qq: lambda v: np.quantile(v, qq, axis=-1))(q)
+    else:
+        top = 1 if likelihood == "bernoulli" else n_trials
+        for k in range(top + 1):
+            stats[f"share[{k}]"] = (lambda kk: lambda v: (v == kk).mean(-1))(k)
+    del post
+    out = {}
+    for name, fn in stats.items():
+        t_obs, t_rep = float(fn(y)), fn(rep)
+        p = float(np.mean(t_rep >= t_obs))
+        out[name] = {"observed": t_obs, "replicated_mean": float(np.mean(t_rep)), "p": p,
+                     "pass": bool(PPC_LOW <= p <= PPC_HIGH)}
+    failed = [k for k, v in out.items() if not v["pass"]]
+    return {"statistics": out, "failed": failed, "passed": not failed,
+            "rule": f"each statistic's p = P(T(y_rep) >= T(y)) in [{PPC_LOW}, {PPC_HIGH}]"}
+
+
+def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
+    """az.plot_ppc_dist of the fit (observed vs 50 posterior predictive draws), saved to ``path``."""
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    kind = "ecdf" if tree.attrs.get("likelihood") != "gaussian" else "kde"
+    pc = az.plot_ppc_dist(tree, num_samples=50, kind=kind, backend="matplotlib")
+    del pc
+    fig = plt.gcf()
+    fig.suptitle(f"{title}: posterior predictive ({tree.attrs.get('likelihood')} likelihood)", fontsize=10)
+    fig.set_size_inches(6.5, 4.0)
+    for ax in fig.axes:
+        ax.set_xlabel(xlabel)
+        ax.set_title("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close("all")
 
 
 def _extreme(stats: Any, prefix: str, fn: Callable, names: list[str]) -> float:
@@ -166,47 +239,93 @@ def _scales(tree: Any) -> dict[str, dict[str, float]]:
 
 
 def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argparse.Namespace], tuple[Any, dict]],
-        add_args: Callable[[argparse.ArgumentParser], None] | None = None, title: str | None = None) -> int:
+        add_args: Callable[[argparse.ArgumentParser], None] | None = None, title: str | None = None,
+        likelihood: str = "gaussian",
+        response: Callable[[Any, argparse.Namespace], tuple[Any, Any, str]] | None = None) -> int:
     """Parse ``argv``, build the table with ``build(args) -> (BiasedTable, description)``, fit, write, print.
 
     ``description`` (JSON-friendly) goes into ``summary.json["data"]``; it should name the reward,
-    the arms, the groups and the reference group. Returns the exit code (0).
+    the arms, the groups and the reference group. ``likelihood`` is the recipe's default
+    ``--likelihood``; ``response(table, args) -> (y, keep, note)`` gives the modelled outcome for
+    ``args.likelihood`` (default: the table's rewards). Returns the exit code (0).
     """
+    import warnings
+
+    import arviz as az
+
     from bayesfair.diagnostics import from_group_bias_fit
-    from bayesfair.fitting import fit_nuts
+    from bayesfair.fitting import fit
     from bayesfair.io import write_results, write_text
     from bayesfair.plotting import save_figure
 
-    p = parser(name, doc)
+    p = parser(name, doc, likelihood=likelihood)
     if add_args is not None:
         add_args(p)
     args = p.parse_args(argv)
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
     table, description = build(args)
-    data = subsample(table, args.rows, args.seed)
-    fit = fit_nuts(data, num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, seed=args.seed,
-                   target_accept=args.target_accept, noncentered_psi=not args.centered_psi, **PRIORS)
-    tree = from_group_bias_fit(fit, data, attrs={"recipe": name})
+    y, keep, note = (None, None, "the table's reward") if response is None else response(table, args)
+    data = subsample(table, args.rows, args.seed, y=y, keep=keep)
+    param = args.parametrization
+    if args.centered_psi:
+        param = {"psi": "centered"}
+    settings = dict(likelihood=args.likelihood, num_warmup=args.warmup, num_samples=args.samples,
+                    num_chains=args.chains, seed=args.seed, target_accept=args.target_accept,
+                    parametrization=param, dense_mass=args.dense_mass)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        res = fit(data, **settings)
+        res0 = None if args.no_compare else fit(data, group_bias=False, **settings)
+    for w in caught:
+        if issubclass(w.category, RuntimeWarning):
+            print(f"warning: {w.message}")
+    tree = from_group_bias_fit(res, data, attrs={"recipe": name})
     diag = diagnostics(tree)
     psi = psi_table(tree)
     scales = _scales(tree)
     rows_per_arm = np.bincount(data.arms, minlength=data.group_of_arm.size)
-
+    labels = json.dumps(data.group_of_arm.tolist())
+    gnames = json.dumps(list(data.group_names))
+    full = res.tree(attrs={"group_of_arm": labels, "group_names": gnames})
+    ppc = ppc_check(full, args.likelihood)
+    loo: dict[str, Any] = {}
     out: Path = args.out
+    cmp = None
+    if res0 is not None:
+        full0 = res0.tree(prior_draws=10)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cmp = az.compare({"with psi": full, "without psi": full0}, round_to=3)
+                loo_with = az.loo(full)
+        except (ValueError, FloatingPointError) as exc:  # e.g. a frozen tiny-budget fit: no finite ELPD
+            loo = {"error": f"{type(exc).__name__}: {exc}", "converged_without": res0.convergence.as_dict()}
+        else:
+            loo = {"table": json.loads(cmp.to_json(orient="index", default_handler=str)),
+                   "elpd_with": float(loo_with.elpd), "se_with": float(loo_with.se),
+                   "pareto_k_over_0.7": int(np.sum(np.asarray(loo_with.pareto_k) > 0.7)),
+                   "converged_without": res0.convergence.as_dict()}
+            write_text(out / "loo_compare.csv", cmp.to_csv())
+
     write_results(tree, out / "posterior.nc")
     write_text(out / "psi_hdi.csv", psi.to_csv(index=False))
     save_figure(forest(tree, title or name), out / "psi_forest.png")
+    ppc_figure(full, out / "ppc.png", title or name, xlabel=f"{note} (observed: black)")
     summary = {
         "recipe": name,
         "argv": list(sys.argv[1:] if argv is None else argv),
+        "likelihood": args.likelihood, "response": note,
         "data": {**description, "rows": int(data.y.size), "rows_in_table": int(table.rewards.size),
                  "n_features": int(data.X.shape[1]), "arms": list(data.arm_names),
                  "groups": list(data.group_names), "reference_group": data.group_names[data.reference],
                  "rows_per_arm": rows_per_arm.tolist(), "preprocessing": table.info},
-        "priors": PRIORS,
-        "nuts": {**fit.config, "seconds": fit.seconds},
+        "priors": res.config["priors"],
+        "nuts": {**res.config, "seconds": res.seconds},
+        "convergence": res.convergence.as_dict(),
         "diagnostics": diag,
+        "loo": loo,
+        "ppc": ppc,
         "scales": scales,
         "psi": psi.to_dict(orient="records"),
         "wall_seconds": time.perf_counter() - t0,
@@ -214,17 +333,31 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
 
     ref = data.group_names[data.reference]
-    print(f"{title or name}: {data.y.size:,} rows, {data.group_of_arm.size} arms, d={data.X.shape[1]}; NUTS "
-          f"{args.chains} x ({args.warmup} + {args.samples}) in {fit.seconds:.1f} s; "
-          f"{diag['divergences']} divergences; "
-          f"max r_hat {diag['all']['max_r_hat']:.3f}; min ESS bulk {diag['all']['min_ess_bulk']:.0f} "
-          f"(psi: max r_hat {diag['psi']['max_r_hat']:.3f}, min ESS bulk {diag['psi']['min_ess_bulk']:.0f})")
-    lo, hi = [c for c in psi.columns if c.startswith("hdi")][:2]
-    print(f"posterior of psi (reference group: {ref}), mean [{int(100 * CI_PROB)}% HDI], r_hat, ESS bulk:")
-    for r in psi.to_dict(orient="records"):
-        print(f"  {r['group']:<20} {r['feature']:<28} {r['mean']:>8.3f} [{r[lo]:>8.3f}, {r[hi]:>8.3f}]  "
-              f"{r['r_hat']:.3f}  {r['ess_bulk']:>6.0f}")
-    for k, v in scales.items():
-        print(f"  {k:<49} {v['mean']:>8.3f} [{v[lo]:>8.3f}, {v[hi]:>8.3f}]")
+    pz = res.config["parametrization"]
+    print(f"{title or name}: {data.y.size:,} rows, {data.group_of_arm.size} arms, d={data.X.shape[1]}; "
+          f"likelihood {args.likelihood} ({note}); NUTS {args.chains} x ({args.warmup} + {args.samples}) in "
+          f"{res.seconds:.1f} s; beta {'non-centred' if pz['noncentered_beta'] else 'centred'}, psi "
+          f"{'non-centred' if pz['noncentered_psi'] else 'centred'}")
+    print(f"convergence (with psi): {res.convergence.message}")
+    if res0 is not None:
+        print(f"convergence (without psi): {res0.convergence.message}")
+        if cmp is None:
+            print(f"LOO, with vs without psi: not computed ({loo['error']})")
+        else:
+            cols = [c for c in ("rank", "elpd", "se", "elpd_diff", "dse", "p", "weight") if c in cmp.columns]
+            print("LOO, with vs without psi (az.compare):")
+            print(cmp[cols].to_string())
+    print(f"PPC ({ppc['rule']}): {'PASS' if ppc['passed'] else 'FAIL'}"
+          + (f"; failed: {', '.join(ppc['failed'])}" if ppc["failed"] else ""))
+    for k, v in ppc["statistics"].items():
+        print(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  p {v['p']:.3f}")
+    if "psi" in tree["posterior"].dataset:
+        lo, hi = [c for c in psi.columns if c.startswith("hdi")][:2]
+        print(f"posterior of psi (reference group: {ref}), mean [{int(100 * CI_PROB)}% HDI], r_hat, ESS bulk:")
+        for r in psi.to_dict(orient="records"):
+            print(f"  {r['group']:<20} {r['feature']:<28} {r['mean']:>8.3f} [{r[lo]:>8.3f}, {r[hi]:>8.3f}]  "
+                  f"{r['r_hat']:.3f}  {r['ess_bulk']:>6.0f}")
+        for k, v in scales.items():
+            print(f"  {k:<49} {v['mean']:>8.3f} [{v[lo]:>8.3f}, {v[hi]:>8.3f}]")
     print(f"done in {time.perf_counter() - t0:.1f} s; wrote {out}")
     return 0

@@ -461,11 +461,11 @@ def group_fair_top_interval(
          method=choice("auto", "joint", "collapsed"))
 def group_fair_ts(
     *,
-    tau: float = 3.0,
-    s: float = 10.0,
-    sigma: float = 1.0,
-    prior_mean: Any = 0.0,
-    prior_sd: float = 10.0,
+    tau: float = gb.DEFAULT_PRIORS.tau,
+    s: float = gb.DEFAULT_PRIORS.s,
+    sigma: float = gb.DEFAULT_PRIORS.sigma,
+    prior_mean: Any = gb.DEFAULT_PRIORS.prior_mean,
+    prior_sd: float = gb.DEFAULT_PRIORS.prior_sd,
     reference: int = 0,
     true_psi: Any = None,
     method: str = "auto",
@@ -491,7 +491,8 @@ def group_fair_ts(
     ----------
     tau, s, sigma : float
         Known scales: spread of the arms' true coefficients, prior sd of the bias coordinates,
-        reward noise sd.
+        reward noise sd (defaults: the group-bias model's one set of default priors,
+        :data:`bayesfair.posteriors.group_bias.DEFAULT_PRIORS`: 3, 10 and the paper's 1).
     prior_mean, prior_sd : float or array [d], float
         Prior N(m0, prior_sd^2 I) of the population mean beta_bar.
     reference : int

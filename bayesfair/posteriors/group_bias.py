@@ -103,7 +103,12 @@ __all__ = [
     "GroupBiasPosterior",
     "GroupBiasState",
     "CollapsedState",
+    "DEFAULT_PRIORS",
+    "GroupBiasPriors",
+    "LIKELIHOODS",
     "batch_group_bias",
+    "check_likelihood",
+    "observation_dist",
     "check_bias_groups",
     "fit_group_bias",
     "group_bias_layout",
@@ -213,11 +218,11 @@ def group_bias_posterior(
     group_of_arm: Any,
     n_features: int,
     *,
-    tau: float = 1.0,
-    s: float = 10.0,
-    sigma: float = 1.0,
-    prior_mean: Any = 0.0,
-    prior_sd: float = 10.0,
+    tau: float | None = None,
+    s: float | None = None,
+    sigma: float | None = None,
+    prior_mean: Any = None,
+    prior_sd: float | None = None,
     reference: int = 0,
     method: str = "auto",
 ) -> GroupBiasPosterior:
@@ -241,6 +246,9 @@ def group_bias_posterior(
         Reward noise standard deviation (> 0; the paper's Eq. 2 uses 1).
     prior_mean, prior_sd : float or array [d], float
         Prior N(m0, v0 I) of the population mean beta_bar, v0 = prior_sd^2.
+
+    Every ``None`` takes its value from :data:`DEFAULT_PRIORS` (tau 3, s 10, sigma 1, beta_bar
+    ~ N(0, 10^2 I)), the defaults shared with GroupFair-TS and the NUTS fit.
     reference : int
         The reference (non-sensitive) group, whose bias is 0.
     method : {"auto", "joint", "collapsed"}
@@ -248,6 +256,8 @@ def group_bias_posterior(
         D = (n + m) d <= 160, else collapsed.
     """
     layout = group_bias_layout(group_of_arm, n_features, reference=reference)
+    tau, s, sigma, prior_mean, prior_sd = (getattr(DEFAULT_PRIORS, k) if v is None else v for k, v in zip(
+        GroupBiasPriors._fields, (tau, s, sigma, prior_mean, prior_sd), strict=True))
     tau = positive_float("tau", tau)
     s = positive_float("s", s)
     sigma = positive_float("sigma", sigma)
@@ -363,6 +373,50 @@ def sufficient_stats(arms: Any, X: Any, y: Any, n_arms: int) -> tuple[Any, Any, 
     return count, xx, xy, yy
 
 
+class GroupBiasPriors(NamedTuple):
+    """THE default priors of the group-bias model, used by the conjugate path
+    (:func:`group_bias_posterior`), GroupFair-TS (:func:`bayesfair.policies.biased.group_fair_ts`)
+    and the NUTS fit (:func:`bayesfair.fitting.fit`); documented in docs/concepts.md.
+
+    ``tau``, ``s``, ``sigma`` are the values of the scales when they are known (conjugate path,
+    GroupFair-TS) and the scales of their half-normal priors when they are sampled (NUTS):
+    tau ~ HalfNormal(tau), s ~ HalfNormal(s), sigma ~ HalfNormal(sigma), so a fixed value and the
+    hyperprior agree on the order of magnitude. ``sigma = 1`` is the paper's Eq. 2 noise N(0, 1)
+    (group_fairness_biased_feedback_aamas2022, Section 3.1); the paper puts no prior on tau or s
+    (its algorithm is frequentist), so ``tau = 3`` and ``s = 10`` are GroupFair-TS's values, kept
+    because the studies were run with them. beta_bar ~ N(prior_mean, prior_sd^2 I).
+    """
+
+    tau: float = 3.0
+    s: float = 10.0
+    sigma: float = 1.0
+    prior_mean: float = 0.0
+    prior_sd: float = 10.0
+
+
+#: The one set of default priors (see :class:`GroupBiasPriors`).
+DEFAULT_PRIORS = GroupBiasPriors()
+
+#: Likelihoods of :func:`group_bias_model` (the linear predictor eta = x . (beta_i + psi_g(i))).
+LIKELIHOODS = ("gaussian", "bernoulli", "binomial")
+
+
+def check_likelihood(likelihood: str, y: Any = None, n_trials: int = 9) -> None:
+    """Reject an unknown likelihood, or observations outside its support, naming the field."""
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+    if likelihood == "binomial" and (int(n_trials) != n_trials or n_trials < 1):
+        raise ValueError(f"n_trials must be an integer >= 1, got {n_trials}")
+    if y is None or likelihood == "gaussian":
+        return
+    y = np.asarray(y)
+    top = 1 if likelihood == "bernoulli" else int(n_trials)
+    bad = np.flatnonzero((y != np.round(y)) | (y < 0) | (y > top))
+    if bad.size:
+        raise ValueError(f"y must be integers in [0, {top}] for likelihood={likelihood!r}; row {bad[0]} has "
+                         f"{y[bad[0]]}")
+
+
 def group_bias_model(
     arms: Any,
     X: Any,
@@ -373,30 +427,46 @@ def group_bias_model(
     tau: float | None = None,
     s: float | None = None,
     sigma: float | None = None,
-    tau_scale: float = 1.0,
-    s_scale: float = 1.0,
-    sigma_scale: float = 1.0,
-    prior_mean: Any = 0.0,
-    prior_sd: float = 10.0,
+    tau_scale: float = DEFAULT_PRIORS.tau,
+    s_scale: float = DEFAULT_PRIORS.s,
+    sigma_scale: float = DEFAULT_PRIORS.sigma,
+    prior_mean: Any = DEFAULT_PRIORS.prior_mean,
+    prior_sd: float = DEFAULT_PRIORS.prior_sd,
     sufficient: bool = False,
     stats: Any = None,
     noncentered_psi: bool = False,
+    noncentered_beta: bool = True,
+    group_bias: bool = True,
+    likelihood: str = "gaussian",
+    n_trials: int = 9,
 ) -> None:
     """NumPyro model of the hierarchical group-bias model (module docstring).
 
-    Sites: ``beta_bar [d]``; ``z [n, d]`` with the deterministic ``beta = beta_bar + tau z``
-    (true coefficients of every arm); ``psi [m - 1, d]`` (the non-reference groups, in group
-    order) and the deterministic ``psi_all [m, d]`` (reference row 0); ``tau``, ``s``, ``sigma``
-    when not fixed (half-normal priors with scales ``tau_scale``, ``s_scale``, ``sigma_scale``);
-    observed ``y``. With ``sufficient=True`` (requires ``y``) the Gaussian likelihood enters as a
-    factor of the per-arm sufficient statistics (identical posterior, cost independent of N);
-    ``stats`` may pass precomputed :func:`sufficient_stats`. With ``noncentered_psi=True`` the
-    sampled site is ``psi_z [m - 1, d]`` ~ N(0, 1) and ``psi = s psi_z`` is deterministic (the
-    same joint distribution of the other sites; see the module docstring).
+    Sites: ``beta_bar [d]``; the arms' true coefficients ``beta [n, d]`` (with
+    ``noncentered_beta=True``, the default, the sampled site is ``z [n, d]`` ~ N(0, 1) and
+    ``beta = beta_bar + tau z`` is deterministic; with ``False`` ``beta ~ N(beta_bar, tau^2 I)`` is
+    sampled); ``psi [m - 1, d]`` (the non-reference groups, in group order) and the deterministic
+    ``psi_all [m, d]`` (reference row 0); ``tau``, ``s``, ``sigma`` when not fixed (half-normal
+    priors with scales ``tau_scale``, ``s_scale``, ``sigma_scale``; defaults :data:`DEFAULT_PRIORS`);
+    observed ``y``. With ``noncentered_psi=True`` the sampled site is ``psi_z [m - 1, d]`` ~ N(0, 1)
+    and ``psi = s psi_z`` is deterministic (the same joint distribution of the other sites).
+    ``group_bias=False`` is the model without bias (psi = 0: no ``psi``/``s`` sites, ``psi_all``
+    all zeros), for model comparison.
+
+    Likelihood of an observation with linear predictor eta = x . (beta_i + psi_g(i)) (Eq. 2 of
+    group_fairness_biased_feedback_aamas2022 is the Gaussian one, with sigma = 1):
+    ``"gaussian"``: y ~ N(eta, sigma^2); ``"bernoulli"``: y in {0, 1} ~ Bernoulli(sigmoid(eta));
+    ``"binomial"``: y in {0..n_trials} ~ Binomial(n_trials, sigmoid(eta)) (e.g. a score 1..10 as
+    y = score - 1 with n_trials = 9). sigma only exists for the Gaussian.
+
+    With ``sufficient=True`` (Gaussian only, requires ``y``) the likelihood enters as a factor of
+    the per-arm sufficient statistics (identical posterior, cost independent of N); ``stats`` may
+    pass precomputed :func:`sufficient_stats`.
     """
     import numpyro
     import numpyro.distributions as dist
 
+    check_likelihood(likelihood, n_trials=n_trials)
     labels = np.asarray(group_of_arm, np.int32)
     n = labels.size
     m = int(labels.max()) + 1
@@ -408,19 +478,29 @@ def group_bias_model(
     m0 = jnp.broadcast_to(jnp.asarray(prior_mean, X.dtype), (d,))
 
     tau_v = numpyro.sample("tau", dist.HalfNormal(tau_scale)) if tau is None else tau
-    s_v = numpyro.sample("s", dist.HalfNormal(s_scale)) if s is None else s
-    sigma_v = numpyro.sample("sigma", dist.HalfNormal(sigma_scale)) if sigma is None else sigma
+    if group_bias:
+        s_v = numpyro.sample("s", dist.HalfNormal(s_scale)) if s is None else s
+    if likelihood == "gaussian":
+        sigma_v = numpyro.sample("sigma", dist.HalfNormal(sigma_scale)) if sigma is None else sigma
     beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
-    z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d)), 1.0).to_event(2))
-    beta = numpyro.deterministic("beta", beta_bar + tau_v * z)
-    if noncentered_psi:
-        psi_z = numpyro.sample("psi_z", dist.Normal(jnp.zeros((m - 1, d)), 1.0).to_event(2))
-        psi = numpyro.deterministic("psi", s_v * psi_z)
+    if noncentered_beta:
+        z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
+        beta = numpyro.deterministic("beta", beta_bar + tau_v * z)
     else:
-        psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d)), s_v).to_event(2))
-    psi_all = numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d)), psi])[group_slot + 1])
+        beta = numpyro.sample("beta", dist.Normal(jnp.broadcast_to(beta_bar, (n, d)), tau_v).to_event(2))
+    if not group_bias:
+        psi_all = numpyro.deterministic("psi_all", jnp.zeros((m, d), X.dtype))
+    else:
+        if noncentered_psi:
+            psi_z = numpyro.sample("psi_z", dist.Normal(jnp.zeros((m - 1, d), X.dtype), 1.0).to_event(2))
+            psi = numpyro.deterministic("psi", s_v * psi_z)
+        else:
+            psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d), X.dtype), s_v).to_event(2))
+        psi_all = numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d), X.dtype), psi])[group_slot + 1])
     coef = beta + psi_all[labels]  # [n, d]: observed (biased) coefficients of every arm
     if sufficient:
+        if likelihood != "gaussian":
+            raise ValueError(f"sufficient=True is the Gaussian likelihood's form, got likelihood={likelihood!r}")
         if y is None:
             raise ValueError("sufficient=True needs the observed rewards y")
         count, xx, xy, yy = stats if stats is not None else sufficient_stats(arms, X, y, n)
@@ -428,6 +508,20 @@ def group_bias_model(
         loglik = -0.5 * jnp.sum(count) * jnp.log(2.0 * jnp.pi * sigma_v**2) - 0.5 * jnp.sum(quad) / sigma_v**2
         numpyro.factor("y", loglik)
         return
-    mean = jnp.sum(X * coef[jnp.asarray(arms, jnp.int32)], -1)
+    eta = jnp.sum(X * coef[jnp.asarray(arms, jnp.int32)], -1)
     with numpyro.plate("obs", X.shape[0]):
-        numpyro.sample("y", dist.Normal(mean, sigma_v), obs=y)
+        numpyro.sample("y", observation_dist(likelihood, eta, sigma_v if likelihood == "gaussian" else None,
+                                             n_trials), obs=y)
+
+
+def observation_dist(likelihood: str, eta: Any, sigma: Any = None, n_trials: int = 9):
+    """The NumPyro distribution of one observation given its linear predictor ``eta``."""
+    import numpyro.distributions as dist
+
+    if likelihood == "gaussian":
+        return dist.Normal(eta, sigma)
+    if likelihood == "bernoulli":
+        return dist.Bernoulli(logits=eta)
+    if likelihood == "binomial":
+        return dist.Binomial(total_count=int(n_trials), logits=eta)
+    raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")

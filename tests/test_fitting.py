@@ -1,0 +1,241 @@
+"""bayesfair.fitting.fit (the one NUTS entry point) and bayesfair.fit_tree (its ArviZ DataTree).
+
+- the verdict: a deliberately tiny budget (10 warm-up + 10 draws) is reported NOT converged with a
+  RuntimeWarning naming variables and remedies; a normal fit is converged; synthetic frozen chains
+  (one chain that never moves, one with a tiny step size) are caught even when nothing diverged;
+- float64 is scoped: the draws are float64 and JAX's global x64 flag is unchanged afterwards;
+- the centred / non-centred rule follows the information ratio it documents;
+- the tree has every group ArviZ's model checking needs, with one observation dim; az.loo,
+  az.compare (with vs without psi), plot_ppc_dist, plot_prior_posterior and plot_energy run on it;
+  the pointwise log-likelihood sums, per draw, to the sufficient-statistics total (float64), and
+  for the Bernoulli / binomial likelihoods equals NumPyro's own per-row log-likelihood;
+- the other NumPyro models of the package (hierarchical logit-normal, logistic) go through fit and
+  arviz_base.from_numpyro(fit.mcmc);
+- bad input raises errors naming the field and the allowed range; fit_nuts still works (deprecated).
+"""
+
+import functools
+import warnings
+
+import jax
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from bayesfair import fitting  # noqa: E402
+from bayesfair.posteriors import group_bias as gb  # noqa: E402
+
+GROUPS = np.array([0, 0, 0, 1, 1, 1])
+
+
+def _data(rng, n_obs=240, d=2, shift=0.8, noise=0.6):
+    arms = rng.integers(0, GROUPS.size, n_obs)
+    X = np.c_[rng.normal(size=(n_obs, d - 1)), np.ones(n_obs)]
+    coef = rng.normal(size=(GROUPS.size, d)) + shift * (GROUPS[:, None] == 1)
+    eta = np.sum(X * coef[arms], 1)
+    return arms, X, eta, eta + noise * rng.normal(size=n_obs)
+
+
+@pytest.fixture(scope="module")
+def gaussian():
+    """A normal fit (s fixed: one non-reference group's 2 psi coordinates say little about s)
+    and the same data without psi."""
+    arms, X, _, y = _data(np.random.default_rng(3))
+    data = fitting.group_bias_data(arms, X, y, GROUPS, group_names=["ref", "sens"], feature_names=["x", "intercept"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with_psi = fitting.fit(data, s=1.0, num_warmup=500, num_samples=500, seed=1)
+    without = fitting.fit(data, group_bias=False, num_warmup=300, num_samples=300, seed=2, warn=False)
+    return data, with_psi, without
+
+
+def test_tiny_budget_is_not_converged_and_warns(gaussian):
+    data, ok, _ = gaussian
+    assert ok.converged and ok.convergence.divergences == 0 and ok.convergence.max_rhat < 1.01
+    assert ok.convergence.min_ess_bulk >= 400 and ok.convergence.min_ess_tail >= 400
+    assert ok.samples["beta"].shape[:2] == (4, 500)  # 4 chains by default
+    with pytest.warns(RuntimeWarning, match=r"NOT converged.*failing variables: .*(beta|tau|sigma).*try: more warm-up"):
+        bad = fitting.fit(data, s=1.0, num_warmup=10, num_samples=10, seed=1)
+    assert not bad.converged and bad.convergence.failing
+
+
+def test_frozen_chains_are_caught_without_divergences():
+    rng = np.random.default_rng(0)
+    good = rng.normal(size=(4, 400, 3))
+    stuck = good.copy()
+    stuck[2] = stuck[2, :1]  # chain 2 never moves
+    div = np.zeros((4, 400), bool)
+    steps, acc = np.full(4, 0.3), np.full((4, 400), 0.9)
+    ok = fitting.check_convergence({"a": good}, diverging=div, step_size=steps, accept_prob=acc)
+    assert ok.converged and ok.frozen_chains == ()
+    v = fitting.check_convergence({"a": stuck}, diverging=div, step_size=steps, accept_prob=acc)
+    assert not v.converged and v.frozen_chains == (2,) and v.divergences == 0
+    tiny = fitting.check_convergence({"a": good}, diverging=div, step_size=[0.3, 0.3, 1e-6, 0.3], accept_prob=acc)
+    assert not tiny.converged and tiny.frozen_chains == (2,)
+    one = fitting.check_convergence({"a": good[:1]}, diverging=div[:1])
+    assert not one.converged and np.isnan(one.max_rhat)  # 1 chain: no R-hat, never "converged"
+
+
+def test_float64_is_scoped(gaussian):
+    _, fit, _ = gaussian
+    assert fit.samples["beta"].dtype == np.float64 and fit.config["x64"] is True
+    assert not jax.config.jax_enable_x64  # the user's global setting is untouched
+
+
+def test_parametrization_rule_follows_the_information_ratio():
+    rng = np.random.default_rng(4)
+    arms, X, eta, _ = _data(rng, n_obs=3000)
+    strong = fitting.group_bias_data(arms, X, eta + 0.01 * rng.normal(size=eta.size), GROUPS)
+    rule = fitting.choose_parametrization(strong)
+    assert not rule["noncentered_beta"] and rule["beta_ratio"] >= 1.0
+    arms, X, eta, _ = _data(rng, n_obs=24)
+    weak = fitting.group_bias_data(arms, X, eta + 5.0 * rng.normal(size=eta.size), GROUPS)
+    rule = fitting.choose_parametrization(weak, tau=0.05, s=0.01)
+    assert rule["noncentered_beta"] and rule["noncentered_psi"] and rule["beta_ratio"] < 1.0
+    both = fitting._parametrization({"beta": "centered", "psi": "noncentered"}, weak)
+    assert not both["noncentered_beta"] and both["noncentered_psi"]
+
+
+def test_tree_groups_and_arviz_model_checking(gaussian):
+    import arviz as az
+
+    data, fit, without = gaussian
+    tree = fit.tree(prior_draws=200)
+    for g in ("posterior", "sample_stats", "log_likelihood", "observed_data", "constant_data", "prior",
+              "prior_predictive", "posterior_predictive"):
+        assert g in tree.children, g
+    n = data.y.size
+    assert tree["log_likelihood"]["y"].dims == ("chain", "draw", "obs") and tree["log_likelihood"]["y"].shape[2] == n
+    assert tree["posterior_predictive"]["y"].dims == ("chain", "draw", "obs")
+    assert tree["observed_data"]["y"].dims == ("obs",) and tree["constant_data"]["X"].dims == ("obs", "feature")
+    assert {"diverging", "energy", "tree_depth", "step_size"} <= set(tree["sample_stats"].data_vars)
+    assert list(tree["posterior"]["group"].values) == ["sens"] and "psi" in tree["prior"].data_vars
+    t0 = without.tree(prior_draws=100)
+    assert "psi" not in t0["posterior"].data_vars
+    loo = az.loo(tree)
+    assert np.isfinite(loo.elpd)
+    table = az.compare({"with psi": tree, "without psi": t0})
+    assert set(table.index) == {"with psi", "without psi"} and "elpd_diff" in table.columns
+    az.plot_ppc_dist(tree, num_samples=20)
+    az.plot_prior_posterior(tree, var_names=["psi", "tau"])
+    az.plot_energy(tree)
+    matplotlib.pyplot.close("all")
+
+
+def test_pointwise_log_likelihood_sums_to_the_sufficient_statistics_total(gaussian):
+    """Per draw: sum over rows of the tree's log_likelihood == the sufficient-statistics factor."""
+    from numpyro.handlers import substitute, trace
+
+    data, fit, _ = gaussian
+    assert fit.config["sufficient"]
+    tree = fit.tree(prior_draws=10)
+    ll = tree["log_likelihood"]["y"].values.sum(-1)  # [chain, draw]
+    static = dict(fit.model.keywords)
+    stats = fit.model_kwargs["stats"]
+    with jax.enable_x64(True):
+        for c, k in [(0, 0), (1, 17), (3, 499)]:
+            sampled = ["beta_bar", "tau", "sigma", "z" if static["noncentered_beta"] else "beta",
+                       "psi_z" if static["noncentered_psi"] else "psi"]
+            params = {name: fit.samples[name][c, k] for name in sampled if name in fit.samples}
+            tr = trace(substitute(functools.partial(fitting._group_bias_site_model, **static), params)).get_trace(
+                fit.model_args[0], fit.model_args[1], fit.model_args[2], stats)
+            total = float(tr["y"]["fn"].log_prob(tr["y"]["value"]))
+            np.testing.assert_allclose(ll[c, k], total, rtol=1e-10, atol=1e-8)
+
+
+@pytest.mark.parametrize("likelihood", ["bernoulli", "binomial"])
+def test_glm_likelihoods_fit_and_match_numpyro_pointwise(likelihood):
+    from numpyro.infer import log_likelihood
+
+    rng = np.random.default_rng(7)
+    arms, X, eta, _ = _data(rng, n_obs=200, shift=0.5)
+    p = 1 / (1 + np.exp(-eta))
+    y = (rng.random(p.size) < p).astype(float) if likelihood == "bernoulli" else rng.binomial(9, p).astype(float)
+    data = fitting.group_bias_data(arms, X, y, GROUPS)
+    fit = fitting.fit(data, likelihood=likelihood, s=1.0, num_warmup=150, num_samples=100, num_chains=2, warn=False)
+    assert "sigma" not in fit.samples and not fit.config["sufficient"]
+    tree = fit.tree(prior_draws=20)
+    ours = tree["log_likelihood"]["y"].values
+    with jax.enable_x64(True):
+        theirs = log_likelihood(fit.model, {k: v.reshape(-1, *v.shape[2:]) for k, v in fit.samples.items()},
+                                *fit.model_args)["y"]
+    np.testing.assert_allclose(ours.reshape(-1, ours.shape[-1]), np.asarray(theirs), rtol=1e-9, atol=1e-9)
+    assert set(np.unique(tree["posterior_predictive"]["y"].values)) <= set(range(10 if likelihood == "binomial" else 2))
+
+
+def test_other_numpyro_models_of_the_package():
+    import arviz_base
+
+    from bayesfair.posteriors.hierarchical import hierarchical_model
+    from bayesfair.posteriors.mcmc import logistic_linear_mcmc
+
+    rng = np.random.default_rng(2)
+    arms = rng.integers(0, 4, 120).astype(np.int32)
+    rewards = (rng.random(120) < 0.3 + 0.1 * arms).astype(np.float32)
+    h = fitting.fit(hierarchical_model([0, 0, 1, 1]), arms, rewards, n_arms=4, num_warmup=150, num_samples=100,
+                    num_chains=2, warn=False)
+    X = np.c_[rng.normal(size=(120, 1)), np.ones(120)]
+    y = (rng.random(120) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5])))).astype(float)
+    lg = fitting.fit(logistic_linear_mcmc().model, X, y, num_warmup=150, num_samples=100, num_chains=2, warn=False)
+    assert lg.samples["theta"].shape == (2, 100, 2) and lg.data is None
+    for f in (h, lg):
+        tree = arviz_base.from_numpyro(f.mcmc)
+        assert "posterior" in tree.children
+        full = f.tree(prior_draws=20)
+        assert {"posterior", "log_likelihood", "prior", "sample_stats"} <= set(full.children)
+        assert "energy" in full["sample_stats"].data_vars
+
+
+def test_bad_inputs_name_the_field():
+    rng = np.random.default_rng(1)
+    arms, X, _, y = _data(rng, n_obs=30)
+    data = fitting.group_bias_data(arms, X, y, GROUPS)
+    with pytest.raises(ValueError, match=r"likelihood must be one of"):
+        fitting.fit(data, likelihood="poisson")
+    with pytest.raises(ValueError, match=r"y must be integers in \[0, 1\] for likelihood='bernoulli'; row"):
+        fitting.fit(data, likelihood="bernoulli")
+    with pytest.raises(ValueError, match=r"n_trials must be an integer >= 1"):
+        fitting.fit(data, likelihood="binomial", n_trials=0)
+    with pytest.raises(ValueError, match="sufficient=True is only for likelihood='gaussian'"):
+        fitting.fit(fitting.group_bias_data(arms, X, (y > 0).astype(float), GROUPS), likelihood="bernoulli",
+                    sufficient=True)
+    with pytest.raises(ValueError, match="parametrization must be"):
+        fitting.fit(data, parametrization="sideways")
+    with pytest.raises(ValueError, match="num_chains must be"):
+        fitting.fit(data, num_chains=0)
+    with pytest.raises(ValueError, match=r"target_accept must be in \(0, 1\)"):
+        fitting.fit(data, target_accept=1.0)
+    with pytest.raises(TypeError, match="target must be GroupBiasData"):
+        fitting.fit((arms, X, y))
+    with pytest.raises(TypeError, match="fit must be a bayesfair.fitting.Fit"):
+        from bayesfair.fit_tree import fit_tree
+        fit_tree({"samples": 1})
+
+
+def test_fit_nuts_is_a_deprecated_alias():
+    rng = np.random.default_rng(5)
+    arms, X, _, y = _data(rng, n_obs=60)
+    data = fitting.group_bias_data(arms, X, y, GROUPS)
+    with pytest.warns(DeprecationWarning, match="fit_nuts is deprecated"):
+        old = fitting.fit_nuts(data, tau=1.0, s=1.0, sigma=0.6, num_warmup=50, num_samples=30, num_chains=1)
+    assert isinstance(old, fitting.NutsFit) and old.samples["beta"].shape == (1, 30, 6, 2)
+
+
+def test_one_set_of_default_priors():
+    import inspect
+
+    from bayesfair.policies.biased import group_fair_ts
+
+    d = gb.DEFAULT_PRIORS
+    assert (d.tau, d.s, d.sigma) == (3.0, 10.0, 1.0)  # GroupFair-TS's study values; sigma = 1 is Eq. 2
+    post = gb.group_bias_posterior([0, 1], 1)
+    assert (post.params["tau"], post.params["s"], post.params["sigma"], post.params["prior_sd"]) == \
+        (d.tau, d.s, d.sigma, d.prior_sd)
+    ts = inspect.signature(group_fair_ts).parameters
+    assert (ts["tau"].default, ts["s"].default, ts["sigma"].default, ts["prior_sd"].default) == \
+        (d.tau, d.s, d.sigma, d.prior_sd)
+    model = inspect.signature(gb.group_bias_model).parameters
+    assert (model["tau_scale"].default, model["s_scale"].default, model["sigma_scale"].default) == \
+        (d.tau, d.s, d.sigma)
