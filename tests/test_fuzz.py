@@ -836,7 +836,8 @@ def _fuzz(tmp: Path, *, dry_runs: int, studies: int, derandomize: bool, seed: in
                   suppress_health_check=list(HealthCheck), phases=[hypothesis.Phase.generate])
         @given(case=strategy)
         def inner(case):
-            if next(done) >= MIN_PER_GROUP and time_budget is not None and time.perf_counter() - t_start > time_budget:
+            # inner runs within this iteration of the loop, so `done` is this group's counter
+            if next(done) >= MIN_PER_GROUP and time_budget is not None and time.perf_counter() - t_start > time_budget:  # noqa: B023
                 return
             stats.record(case, run_case(case, tmp / f"c{next(counter)}", subprocess_runs=subprocess_runs))
 
