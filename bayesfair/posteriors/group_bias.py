@@ -246,14 +246,16 @@ def group_bias_posterior(
         Reward noise standard deviation (> 0; the paper's Eq. 2 uses 1).
     prior_mean, prior_sd : float or array [d], float
         Prior N(m0, v0 I) of the population mean beta_bar, v0 = prior_sd^2.
-
-    Every ``None`` takes its value from :data:`DEFAULT_PRIORS` (tau 3, s 10, sigma 1, beta_bar
-    ~ N(0, 10^2 I)), the defaults shared with GroupFair-TS and the NUTS fit.
     reference : int
         The reference (non-sensitive) group, whose bias is 0.
     method : {"auto", "joint", "collapsed"}
         State representation (same posterior; module docstring). ``"auto"``: joint when
         D = (n + m) d <= 160, else collapsed.
+
+    Notes
+    -----
+    Every prior parameter left ``None`` takes its value from :data:`DEFAULT_PRIORS` (tau 3, s 10,
+    sigma 1, beta_bar ~ N(0, 10^2 I)), the defaults shared with GroupFair-TS and the NUTS fit.
     """
     layout = group_bias_layout(group_of_arm, n_features, reference=reference)
     tau, s, sigma, prior_mean, prior_sd = (getattr(DEFAULT_PRIORS, k) if v is None else v for k, v in zip(
