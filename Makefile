@@ -22,8 +22,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/bayesfair demo --out demo-output
 
+# the default suite in PYTEST_WORKERS processes (pytest-xdist; whole test files per worker, so a
+# module's fixtures are computed once); PYTEST_WORKERS=0 runs it in one process
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
