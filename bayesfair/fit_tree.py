@@ -11,7 +11,9 @@ group that has one):
   ``step_size``, ``lp``;
 - ``log_likelihood``: ``y [obs]``, the log density of every row at every draw. When the fit used
   the sufficient-statistics likelihood (Gaussian), the per-row values are computed here from the
-  posterior draws (float64); they sum to the sufficient-statistics total per draw;
+  posterior draws (float64); they sum to the sufficient-statistics total per draw (also for the
+  marginal form, whose draws of the coefficients are the conditional ones: the values are the
+  likelihood of the rows given all parameters, not the marginal factor NUTS ran on);
 - ``observed_data``: ``y [obs]``; ``constant_data``: ``arms [obs]``, ``X [obs, feature]``;
 - ``prior`` (the posterior's variables) and ``prior_predictive`` (``y``): draws of the model's
   prior, one chain;
@@ -186,6 +188,7 @@ def _prior(fit: Any, k: int, seed: int, others: list[int]) -> tuple[dict[str, np
 
     static = dict(fit.model.keywords)
     static["sufficient"] = False
+    static["marginal"] = False
     model = functools.partial(_group_bias_site_model, **static)
     arms, X = fit.model_args[0], fit.model_args[1]
     with jax.enable_x64(bool(fit.config.get("x64", True))):

@@ -306,24 +306,35 @@ def choose_parametrization(data: GroupBiasData, *, likelihood: str = "gaussian",
             "s_hat": float(np.sqrt(s_hat2)), "sigma_hat": float(np.sqrt(s2))}
 
 
-def _parametrization(parametrization: Any, data: GroupBiasData, **kw: Any) -> dict[str, Any]:
+def _parametrization(parametrization: Any, data: GroupBiasData, *, sufficient: bool = False,
+                     **kw: Any) -> dict[str, Any]:
+    gaussian = kw.get("likelihood", "gaussian") == "gaussian"
     if isinstance(parametrization, str):
+        if parametrization == "marginal" or (parametrization == "auto" and gaussian and sufficient):
+            if not (gaussian and sufficient):
+                raise ValueError("parametrization='marginal' needs likelihood='gaussian' and sufficient=True "
+                                 f"(the coefficients are integrated out in closed form), got "
+                                 f"likelihood={kw.get('likelihood')!r}, sufficient={sufficient}")
+            return {"marginal": True, "noncentered_beta": False, "noncentered_psi": False,
+                    "rule": "given" if parametrization == "marginal" else
+                    "auto: Gaussian likelihood, coefficients integrated out (marginal)"}
         if parametrization == "auto":
-            return choose_parametrization(data, **kw)
+            return {"marginal": False, **choose_parametrization(data, **kw)}
         if parametrization in ("centered", "noncentered"):
             flag = parametrization == "noncentered"
-            return {"noncentered_beta": flag, "noncentered_psi": flag, "rule": "given"}
+            return {"marginal": False, "noncentered_beta": flag, "noncentered_psi": flag, "rule": "given"}
     elif isinstance(parametrization, dict):
         unknown = set(parametrization) - {"beta", "psi"}
         vals = set(parametrization.values()) - {"centered", "noncentered"}
         if not unknown and not vals:
             auto = choose_parametrization(data, **kw)
-            return {**auto, "rule": "given",
+            return {**auto, "rule": "given", "marginal": False,
                     "noncentered_beta": parametrization.get("beta", "noncentered" if auto["noncentered_beta"]
                                                              else "centered") == "noncentered",
                     "noncentered_psi": parametrization.get("psi", "noncentered" if auto["noncentered_psi"]
                                                             else "centered") == "noncentered"}
-    raise ValueError("parametrization must be 'auto', 'centered', 'noncentered' or a dict {'beta': ..., 'psi': ...} "
+    raise ValueError("parametrization must be 'auto', 'marginal', 'centered', 'noncentered' or a dict "
+                     "{'beta': ..., 'psi': ...} "
                      f"of 'centered'/'noncentered', got {parametrization!r}")
 
 
@@ -390,11 +401,15 @@ _MCMC_CACHE: dict[Any, Any] = {}
 
 def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples: int, num_chains: int, seed: int,
          target_accept: float, dense_mass: Any, progress_bar: bool, x64: bool, init_strategy: Any = None,
-         cache_key: Any = None):
+         cache_key: Any = None, gibbs_sites: tuple[str, ...] = ()):
     """One NUTS run, inside ``jax.enable_x64(x64)``. With a ``cache_key`` (the group-bias model: its
     static settings) the ``MCMC`` object is kept (``jit_model_args=True``) and reused by the next
-    run with the same key and data shapes, so repeated fits (SBC) compile once."""
-    from numpyro.infer import MCMC, NUTS
+    run with the same key and data shapes, so repeated fits (SBC) compile once.
+
+    ``gibbs_sites``: sites whose full conditional is N(0, I) and independent of every other site
+    (the marginal form's ``phi_z``, ``beta_z``); they are drawn exactly in a Gibbs step
+    (``numpyro.infer.HMCGibbs``) and NUTS moves only the other sites."""
+    from numpyro.infer import MCMC, NUTS, HMCGibbs
     from numpyro.infer.initialization import init_to_median
 
     dtype = jnp.float64 if x64 else jnp.float32
@@ -411,12 +426,14 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
         key = None
         if cache_key is not None:
             shapes = tuple(np.shape(a) for a in jax.tree.leaves((args, kwargs)))
-            key = (cache_key, shapes, num_warmup, num_samples, num_chains, target_accept, repr(dense_mass),
-                   bool(x64), progress_bar)
+            key = (cache_key, chain_method, shapes, num_warmup, num_samples, num_chains, target_accept,
+                   repr(dense_mass), bool(x64), progress_bar, tuple(gibbs_sites))
         mcmc = _MCMC_CACHE.get(key) if key is not None else None
         if mcmc is None:
             kernel = NUTS(model, target_accept_prob=target_accept, dense_mass=dense_mass,
                           init_strategy=init_strategy or init_to_median(num_samples=15))
+            if gibbs_sites:
+                kernel = HMCGibbs(kernel, gibbs_fn=_standard_normal_gibbs, gibbs_sites=list(gibbs_sites))
             mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                         chain_method=chain_method, progress_bar=progress_bar, jit_model_args=key is not None)
             if key is not None:
@@ -424,9 +441,11 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
                     _MCMC_CACHE.pop(next(iter(_MCMC_CACHE)))
                 _MCMC_CACHE[key] = mcmc
         t0 = time.perf_counter()
-        mcmc.run(jax.random.key(int(seed)), *args, extra_fields=_EXTRA, **kwargs)
+        prefix = "hmc_state." if gibbs_sites else ""
+        mcmc.run(jax.random.key(int(seed)), *args, extra_fields=tuple(prefix + f for f in _EXTRA), **kwargs)
         samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-        extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+        extra = {k.removeprefix(prefix): np.asarray(v)
+                 for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
         seconds = time.perf_counter() - t0
     n_steps = extra["num_steps"].astype(np.int64)
     stats = {"diverging": extra["diverging"].astype(bool), "energy": extra["energy"],
@@ -434,6 +453,16 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
              "acceptance_rate": extra["accept_prob"], "step_size": extra["adapt_state.step_size"],
              "lp": -extra["potential_energy"]}
     return mcmc, samples, stats, seconds, chain_method, args, kwargs
+
+
+def _standard_normal_gibbs(rng_key: Any, gibbs_sites: dict, hmc_sites: dict) -> dict:
+    """The Gibbs step of :func:`_run`: fresh N(0, I) values of every Gibbs site (exact: their full
+    conditional is N(0, I), see :func:`~bayesfair.posteriors.group_bias.group_bias_model` with
+    ``marginal=True``)."""
+    names = sorted(gibbs_sites)
+    keys = jax.random.split(rng_key, len(names))
+    return {k: jax.random.normal(kk, jnp.shape(gibbs_sites[k]), jnp.result_type(gibbs_sites[k]))
+            for kk, k in zip(keys, names, strict=True)}
 
 
 def _verdict(samples: dict, stats: dict, advice: str, warn: bool, skip: tuple = ()) -> Convergence:
@@ -487,8 +516,12 @@ def fit(
         (default :data:`~bayesfair.posteriors.group_bias.DEFAULT_PRIORS`).
     tau, s, sigma : float, optional
         Fix a scale instead of sampling it.
-    parametrization : "auto", "centered", "noncentered" or {"beta": ..., "psi": ...}
-        Centred or non-centred beta and psi; "auto" follows :func:`choose_parametrization`.
+    parametrization : "auto", "marginal", "centered", "noncentered" or {"beta": ..., "psi": ...}
+        "marginal" (Gaussian with sufficient statistics only): the coefficients integrated out in
+        closed form, NUTS over the scales, exact conditional draws of the coefficients
+        (``group_bias_model(marginal=True)``). Otherwise centred or non-centred beta and psi.
+        "auto": "marginal" for the Gaussian with sufficient statistics, else
+        :func:`choose_parametrization`.
     sufficient : bool, optional
         Gaussian only: the likelihood through per-arm sufficient statistics (same posterior, cost
         independent of the number of rows). Default: True for the Gaussian.
@@ -534,8 +567,8 @@ def fit(
         sufficient = likelihood == "gaussian"
     if sufficient and likelihood != "gaussian":
         raise ValueError(f"sufficient=True is only for likelihood='gaussian', got likelihood={likelihood!r}")
-    param = _parametrization(parametrization, data, likelihood=likelihood, n_trials=n_trials, priors=priors,
-                             tau=tau, s=s, sigma=sigma)
+    param = _parametrization(parametrization, data, sufficient=bool(sufficient), likelihood=likelihood,
+                             n_trials=n_trials, priors=priors, tau=tau, s=s, sigma=sigma)
     if not group_bias:
         param["noncentered_psi"] = False
     kwargs = dict(group_of_arm=data.group_of_arm, reference=data.reference, tau=tau, s=s, sigma=sigma,
@@ -543,7 +576,7 @@ def fit(
                   prior_mean=np.asarray(priors.prior_mean, np.float64), prior_sd=priors.prior_sd,
                   sufficient=bool(sufficient), noncentered_psi=bool(param["noncentered_psi"]),
                   noncentered_beta=bool(param["noncentered_beta"]), group_bias=bool(group_bias),
-                  likelihood=likelihood, n_trials=int(n_trials))
+                  likelihood=likelihood, n_trials=int(n_trials), marginal=bool(param["marginal"]))
     X = np.asarray(data.X, np.float64)
     y = np.asarray(data.y, np.float64)
     arms = np.asarray(data.arms, np.int32)
@@ -557,12 +590,15 @@ def fit(
     model = functools.partial(_group_bias_site_model, **static)
     cache_key = repr(sorted((k, v.tolist() if isinstance(v, np.ndarray) else v) for k, v in static.items()))
     extra = {"stats": kwargs["stats"]} if sufficient else {}
-    mcmc, samples, stats, seconds, method, a, k = _run(model, (arms, X, y), extra, cache_key=cache_key, **run_kw)
+    mcmc, samples, stats, seconds, method, a, k = _run(model, (arms, X, y), extra, cache_key=cache_key,
+                                                       gibbs_sites=("beta_z", "phi_z") if param["marginal"] else (),
+                                                       **run_kw)
     config = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()
               if k not in ("stats", "group_of_arm")}
     config.update(run_kw, chain_method=method, parametrization={k: v for k, v in param.items()},
                   priors=priors._asdict())
-    which = (f"beta {'non-centred' if param['noncentered_beta'] else 'centred'}, psi "
+    which = ("the marginal form (coefficients integrated out)" if param["marginal"] else
+             f"beta {'non-centred' if param['noncentered_beta'] else 'centred'}, psi "
              f"{'non-centred' if param['noncentered_psi'] else 'centred'}")
     conv = _verdict(samples, stats, ADVICE.format(param=which), warn, skip=("psi_all",))
     return Fit(mcmc, samples, stats, conv, seconds, config, data, model, a, k)

@@ -103,7 +103,8 @@ def one_replication(r, args, arms, X, groups, reference, out: Path):
            "min_ess_bulk": conv.min_ess_bulk, "min_ess_tail": conv.min_ess_tail, "divergences": conv.divergences,
            "frozen_chains": list(conv.frozen_chains), "independent_frozen": indep_frozen,
            "step_size": list(conv.step_size), "accept_prob": list(conv.accept_prob), "failing": list(conv.failing),
-           "parametrization": {k: f.config["parametrization"][k] for k in ("noncentered_beta", "noncentered_psi")},
+           "parametrization": {k: f.config["parametrization"][k] for k in ("marginal", "noncentered_beta",
+                                                                               "noncentered_psi")},
            "true_sigma": float(theta["sigma"]), "true_s": float(theta["s"]), "true_tau": float(theta["tau"])}
     with open(out / "replications.jsonl", "a") as fh:
         fh.write(json.dumps(rec) + "\n")
@@ -112,6 +113,8 @@ def one_replication(r, args, arms, X, groups, reference, out: Path):
 
 def _param_label(rec: dict) -> str:
     pz = rec["parametrization"]
+    if pz.get("marginal"):
+        return "marginal"
     return f"beta {'nc' if pz['noncentered_beta'] else 'c'}, psi {'nc' if pz['noncentered_psi'] else 'c'}"
 
 
@@ -159,7 +162,8 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
         "low_sigma_not_converged": sum(1 for r in recs if r["true_sigma"] <= 0.3 and not r["converged"]),
         "median_seconds": float(np.median([r["seconds"] for r in recs])),
         "parametrizations": {k: sum(1 for r in recs if _param_label(r) == k)
-                             for k in ("beta c, psi c", "beta c, psi nc", "beta nc, psi c", "beta nc, psi nc")},
+                             for k in ("marginal", "beta c, psi c", "beta c, psi nc", "beta nc, psi c",
+                                       "beta nc, psi nc")},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     try:

@@ -85,6 +85,8 @@ from bayesfair.posteriors._group_bias_algebra import (
     _joint_theta_mean,
     check_bias_groups,
     group_bias_layout,
+    marginal_draw,
+    marginal_gaussian,
     pack,
     state_mean,
     state_psi_cov,
@@ -441,6 +443,7 @@ def group_bias_model(
     group_bias: bool = True,
     likelihood: str = "gaussian",
     n_trials: int = 9,
+    marginal: bool = False,
 ) -> None:
     """NumPyro model of the hierarchical group-bias model (module docstring).
 
@@ -464,6 +467,15 @@ def group_bias_model(
     With ``sufficient=True`` (Gaussian only, requires ``y``) the likelihood enters as a factor of
     the per-arm sufficient statistics (identical posterior, cost independent of N); ``stats`` may
     pass precomputed :func:`sufficient_stats`.
+
+    With ``marginal=True`` (Gaussian with ``sufficient=True`` only) the coefficients are
+    integrated out: the density of the sampled scales is the exact marginal likelihood
+    (``numpyro.factor("y_marginal", ...)``, :func:`marginal_gaussian`) and the coefficients are
+    exact conditional draws from standard-normal sites ``phi_z [p]`` and ``beta_z [n, d]``
+    (:func:`marginal_draw`); ``beta_bar``, ``beta``, ``psi`` and ``psi_all`` are deterministic.
+    The joint distribution of (scales, coefficients) given y is the same posterior; NUTS only has
+    to explore the scales (the coefficients' sites are independent N(0, 1)), which removes both
+    funnels and the ridge between beta_i and psi_g(i) that the likelihood alone cannot resolve.
     """
     import numpyro
     import numpyro.distributions as dist
@@ -484,6 +496,27 @@ def group_bias_model(
         s_v = numpyro.sample("s", dist.HalfNormal(s_scale)) if s is None else s
     if likelihood == "gaussian":
         sigma_v = numpyro.sample("sigma", dist.HalfNormal(sigma_scale)) if sigma is None else sigma
+    if marginal:
+        if likelihood != "gaussian" or not sufficient or y is None:
+            raise ValueError("marginal=True is the Gaussian likelihood's form with sufficient=True and observed y; "
+                             f"got likelihood={likelihood!r}, sufficient={sufficient}, "
+                             f"y {'given' if y is not None else 'None'}")
+        st = stats if stats is not None else sufficient_stats(arms, X, y, n)
+        mg = marginal_gaussian(st, labels, reference=reference, tau=tau_v, s=s_v if group_bias else 1.0,
+                               sigma=sigma_v, prior_mean=m0, prior_sd=prior_sd, group_bias=group_bias)
+        numpyro.factor("y_marginal", mg.log_marginal)
+        phi_z = numpyro.sample("phi_z", dist.Normal(jnp.zeros(mg.phi_mean.shape, X.dtype), 1.0).to_event(1))
+        beta_z = numpyro.sample("beta_z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
+        bb, beta, psi = marginal_draw(mg, tau_v, phi_z, beta_z, labels, reference=reference, group_bias=group_bias)
+        numpyro.deterministic("beta_bar", bb)
+        numpyro.deterministic("beta", beta)
+        if group_bias:
+            numpyro.deterministic("psi", psi)
+            psi_full = jnp.concatenate([jnp.zeros((1, d), X.dtype), psi])[group_slot + 1]
+        else:
+            psi_full = jnp.zeros((m, d), X.dtype)
+        numpyro.deterministic("psi_all", psi_full)
+        return
     beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
     if noncentered_beta:
         z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
