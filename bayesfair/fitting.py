@@ -315,25 +315,33 @@ def _parametrization(parametrization: Any, data: GroupBiasData, *, sufficient: b
                 raise ValueError("parametrization='marginal' needs likelihood='gaussian' and sufficient=True "
                                  f"(the coefficients are integrated out in closed form), got "
                                  f"likelihood={kw.get('likelihood')!r}, sufficient={sufficient}")
-            return {"marginal": True, "noncentered_beta": False, "noncentered_psi": False,
+            return {"marginal": True, "coefficients": False, "noncentered_beta": False, "noncentered_psi": False,
                     "rule": "given" if parametrization == "marginal" else
                     "auto: Gaussian likelihood, coefficients integrated out (marginal)"}
         if parametrization == "auto":
-            return {"marginal": False, **choose_parametrization(data, **kw)}
+            rule = choose_parametrization(data, **kw)
+            coefficients = not rule["noncentered_beta"]
+            return {"marginal": False, "coefficients": coefficients, **rule,
+                    "rule": "auto: the data inform every arm more than tau does: NUTS on the arms' coefficients"
+                    if coefficients else "auto: choose_parametrization"}
+        if parametrization == "coefficients":
+            return {"marginal": False, "coefficients": True, "noncentered_beta": False, "noncentered_psi": False,
+                    "rule": "given"}
         if parametrization in ("centered", "noncentered"):
             flag = parametrization == "noncentered"
-            return {"marginal": False, "noncentered_beta": flag, "noncentered_psi": flag, "rule": "given"}
+            return {"marginal": False, "coefficients": False, "noncentered_beta": flag, "noncentered_psi": flag,
+                    "rule": "given"}
     elif isinstance(parametrization, dict):
         unknown = set(parametrization) - {"beta", "psi"}
         vals = set(parametrization.values()) - {"centered", "noncentered"}
         if not unknown and not vals:
             auto = choose_parametrization(data, **kw)
-            return {**auto, "rule": "given", "marginal": False,
+            return {**auto, "rule": "given", "marginal": False, "coefficients": False,
                     "noncentered_beta": parametrization.get("beta", "noncentered" if auto["noncentered_beta"]
                                                              else "centered") == "noncentered",
                     "noncentered_psi": parametrization.get("psi", "noncentered" if auto["noncentered_psi"]
                                                             else "centered") == "noncentered"}
-    raise ValueError("parametrization must be 'auto', 'marginal', 'centered', 'noncentered' or a dict "
+    raise ValueError("parametrization must be 'auto', 'marginal', 'coefficients', 'centered', 'noncentered' or a dict "
                      "{'beta': ..., 'psi': ...} "
                      f"of 'centered'/'noncentered', got {parametrization!r}")
 
@@ -440,6 +448,7 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
                 if len(_MCMC_CACHE) >= 8:
                     _MCMC_CACHE.pop(next(iter(_MCMC_CACHE)))
                 _MCMC_CACHE[key] = mcmc
+        _bound_compiled_code()
         t0 = time.perf_counter()
         prefix = "hmc_state." if gibbs_sites else ""
         mcmc.run(jax.random.key(int(seed)), *args, extra_fields=tuple(prefix + f for f in _EXTRA), **kwargs)
@@ -453,6 +462,42 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
              "acceptance_rate": extra["accept_prob"], "step_size": extra["adapt_state.step_size"],
              "lp": -extra["potential_energy"]}
     return mcmc, samples, stats, seconds, chain_method, args, kwargs
+
+
+def _memory_maps() -> tuple[int, int]:
+    """(memory mappings of this process, the kernel's limit vm.max_map_count); (0, 0) off Linux."""
+    try:
+        with open("/proc/self/maps") as fh:
+            used = sum(1 for _ in fh)
+        with open("/proc/sys/vm/max_map_count") as fh:
+            return used, int(fh.read())
+    except (OSError, ValueError):
+        return 0, 0
+
+
+_MAPS_WARNED = [False]
+
+
+def _bound_compiled_code(share: float = 0.6) -> None:
+    """Keep repeated fits from exhausting the process's memory mappings.
+
+    numpyro compiles its sampling loop afresh for every ``MCMC.run`` (each run's loop body is a new
+    closure, and JAX's jit cache keeps every executable), so each fit adds ~3,000 memory mappings;
+    at the kernel's limit (vm.max_map_count, 65,530 by default) LLVM aborts the whole process
+    ("Unable to allocate section memory", seen after ~20 SBC replications). Above ``share`` of
+    the limit this clears JAX's caches (and the cached samplers) once, with a RuntimeWarning the
+    first time: the next fits recompile, nothing else changes.
+    """
+    used, limit = _memory_maps()
+    if limit and used > share * limit:
+        if not _MAPS_WARNED[0]:
+            _MAPS_WARNED[0] = True
+            warnings.warn(f"bayesfair.fitting: this process holds {used:,} memory mappings (limit vm.max_map_count = "
+                          f"{limit:,}), mostly code compiled by earlier fits; clearing JAX's compilation caches "
+                          "(jax.clear_caches()) so that the next compilation does not abort the process. Later "
+                          "fits recompile; this message is shown once.", RuntimeWarning, stacklevel=4)
+        _MCMC_CACHE.clear()
+        jax.clear_caches()
 
 
 def _standard_normal_gibbs(rng_key: Any, gibbs_sites: dict, hmc_sites: dict) -> dict:
@@ -516,12 +561,15 @@ def fit(
         (default :data:`~bayesfair.posteriors.group_bias.DEFAULT_PRIORS`).
     tau, s, sigma : float, optional
         Fix a scale instead of sampling it.
-    parametrization : "auto", "marginal", "centered", "noncentered" or {"beta": ..., "psi": ...}
+    parametrization : "auto", "marginal", "coefficients", "centered", "noncentered" or {"beta": ..., "psi": ...}
         "marginal" (Gaussian with sufficient statistics only): the coefficients integrated out in
         closed form, NUTS over the scales, exact conditional draws of the coefficients
-        (``group_bias_model(marginal=True)``). Otherwise centred or non-centred beta and psi.
-        "auto": "marginal" for the Gaussian with sufficient statistics, else
-        :func:`choose_parametrization`.
+        (``group_bias_model(marginal=True)``). "coefficients" (any likelihood): NUTS on the arms'
+        observed coefficients c_i = beta_i + psi_g(i) and the scales, (beta_bar, psi) drawn exactly
+        given them (``group_bias_model(coefficients=True)``). Otherwise centred or non-centred beta
+        and psi. "auto": "marginal" for the Gaussian with sufficient statistics; else
+        "coefficients" when :func:`choose_parametrization` would centre beta (the data inform each
+        arm more than its prior does), and that rule's choice otherwise.
     sufficient : bool, optional
         Gaussian only: the likelihood through per-arm sufficient statistics (same posterior, cost
         independent of the number of rows). Default: True for the Gaussian.
@@ -576,7 +624,8 @@ def fit(
                   prior_mean=np.asarray(priors.prior_mean, np.float64), prior_sd=priors.prior_sd,
                   sufficient=bool(sufficient), noncentered_psi=bool(param["noncentered_psi"]),
                   noncentered_beta=bool(param["noncentered_beta"]), group_bias=bool(group_bias),
-                  likelihood=likelihood, n_trials=int(n_trials), marginal=bool(param["marginal"]))
+                  likelihood=likelihood, n_trials=int(n_trials), marginal=bool(param["marginal"]),
+                  coefficients=bool(param["coefficients"]))
     X = np.asarray(data.X, np.float64)
     y = np.asarray(data.y, np.float64)
     arms = np.asarray(data.arms, np.int32)
@@ -591,17 +640,22 @@ def fit(
     cache_key = repr(sorted((k, v.tolist() if isinstance(v, np.ndarray) else v) for k, v in static.items()))
     extra = {"stats": kwargs["stats"]} if sufficient else {}
     mcmc, samples, stats, seconds, method, a, k = _run(model, (arms, X, y), extra, cache_key=cache_key,
-                                                       gibbs_sites=("beta_z", "phi_z") if param["marginal"] else (),
+                                                       gibbs_sites=_GIBBS[param["marginal"], param["coefficients"]],
                                                        **run_kw)
     config = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()
               if k not in ("stats", "group_of_arm")}
     config.update(run_kw, chain_method=method, parametrization={k: v for k, v in param.items()},
                   priors=priors._asdict())
     which = ("the marginal form (coefficients integrated out)" if param["marginal"] else
+             "the coefficient form (NUTS on the arms' coefficients)" if param["coefficients"] else
              f"beta {'non-centred' if param['noncentered_beta'] else 'centred'}, psi "
              f"{'non-centred' if param['noncentered_psi'] else 'centred'}")
     conv = _verdict(samples, stats, ADVICE.format(param=which), warn, skip=("psi_all",))
     return Fit(mcmc, samples, stats, conv, seconds, config, data, model, a, k)
+
+
+#: Gibbs sites (exact N(0, I) full conditionals) of the (marginal, coefficient) forms.
+_GIBBS = {(True, False): ("beta_z", "phi_z"), (False, True): ("phi_z",), (False, False): ()}
 
 
 def _group_bias_site_model(arms, X, y=None, stats=None, **static):

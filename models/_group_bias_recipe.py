@@ -8,8 +8,10 @@ calls :func:`run`, which fits the hierarchical group-bias model of the biased-fe
 ``--out`` (default ``models/artifacts/<recipe>/``, gitignored).
 
 NUTS (``bayesfair.fitting.fit``, the one entry point): 4 chains x (500 warm-up + 500 draws) in
-float64, target acceptance 0.9, the centred/non-centred form of beta and psi by the documented
-rule (``fitting.choose_parametrization``; ``--parametrization`` to force one), ``--dense-mass``
+float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fitting.fit``
+(Gaussian: the coefficients integrated out, NUTS on the scales; Bernoulli/binomial: NUTS on the
+arms' coefficients when the data inform them, else ``fitting.choose_parametrization``'s
+centring; ``--parametrization`` to force one), ``--dense-mass``
 for a dense mass matrix. The likelihood is the recipe's (``--likelihood``; each recipe says why
 its default fits its data); the Gaussian goes through per-arm sufficient statistics. The model
 is fitted twice, with and without psi (``group_bias=False``), for LOO. Printed: the convergence
@@ -56,6 +58,16 @@ CI_PROB = 0.9
 PPC_LOW, PPC_HIGH = 0.005, 0.995
 
 
+def form_label(pz: dict) -> str:
+    """The NUTS form of a fit, from its ``config["parametrization"]``."""
+    if pz.get("marginal"):
+        return "marginal form (coefficients integrated out, NUTS on the scales)"
+    if pz.get("coefficients"):
+        return "coefficient form (NUTS on the arms' coefficients and the scales)"
+    return (f"beta {'non-centred' if pz['noncentered_beta'] else 'centred'}, psi "
+            f"{'non-centred' if pz['noncentered_psi'] else 'centred'}")
+
+
 def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains: int = 4,
            target_accept: float = 0.9, likelihood: str = "gaussian") -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
@@ -71,8 +83,9 @@ def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains
                         "divergences)")
     p.add_argument("--likelihood", choices=("gaussian", "bernoulli", "binomial"), default=likelihood,
                    help="observation model (default for this data: %(default)s; see the recipe's docstring)")
-    p.add_argument("--parametrization", choices=("auto", "centered", "noncentered"), default="auto",
-                   help="centred or non-centred beta and psi (%(default)s: fitting.choose_parametrization's rule)")
+    p.add_argument("--parametrization", choices=("auto", "marginal", "coefficients", "centered", "noncentered"),
+                   default="auto", help="the NUTS form of the model (%(default)s: marginal for the Gaussian, the "
+                                        "coefficient form or the centring rule for the others; see fitting.fit)")
     p.add_argument("--centered-psi", action="store_true",
                    help="(old flag) psi centred, beta by the rule")
     p.add_argument("--dense-mass", action="store_true", help="dense NUTS mass matrix")
@@ -336,8 +349,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     pz = res.config["parametrization"]
     print(f"{title or name}: {data.y.size:,} rows, {data.group_of_arm.size} arms, d={data.X.shape[1]}; "
           f"likelihood {args.likelihood} ({note}); NUTS {args.chains} x ({args.warmup} + {args.samples}) in "
-          f"{res.seconds:.1f} s; beta {'non-centred' if pz['noncentered_beta'] else 'centred'}, psi "
-          f"{'non-centred' if pz['noncentered_psi'] else 'centred'}")
+          f"{res.seconds:.1f} s; {form_label(pz)}")
     print(f"convergence (with psi): {res.convergence.message}")
     if res0 is not None:
         print(f"convergence (without psi): {res0.convergence.message}")

@@ -322,3 +322,64 @@ def test_one_set_of_default_priors():
     model = inspect.signature(gb.group_bias_model).parameters
     assert (model["tau_scale"].default, model["s_scale"].default, model["sigma_scale"].default) == \
         (d.tau, d.s, d.sigma)
+
+
+def test_coefficient_form_with_fixed_scales_is_the_conjugate_posterior():
+    """The coefficient form (NUTS on c_i = beta_i + psi_g(i), (beta_bar, psi) drawn given c), scales
+    fixed, Gaussian likelihood row by row: its draws vs the float64 conjugate posterior, per
+    coordinate (mean and sd within 4.5 ESS-based standard errors)."""
+    from numpyro.diagnostics import effective_sample_size
+
+    groups = (0, 0, 1, 1)
+    hyper = dict(tau=0.8, s=1.5, sigma=0.6)
+    rng = np.random.default_rng(5)
+    arms = rng.integers(0, 4, 60)
+    X = np.c_[rng.normal(size=(60, 1)), np.ones(60)]
+    y = rng.normal(size=60) + 0.5
+    post = gb.group_bias_posterior(groups, 2, **hyper, prior_mean=0.0, prior_sd=10.0)
+    fit = fitting.fit(fitting.group_bias_data(arms, X, y, groups), **hyper, sufficient=False,
+                      parametrization="coefficients", num_warmup=300, num_samples=1000, seed=4, warn=False)
+    assert fit.config["parametrization"]["coefficients"] and "coef_t" in fit.samples
+    s = fit.samples
+    draws = np.concatenate([s["beta_bar"], s["beta"].reshape(4, 1000, 8), s["psi"].reshape(4, 1000, 2)], -1)
+    ess = np.asarray(effective_sample_size(draws))
+    assert np.all(ess > 400), ess
+    mean, cov = gb.batch_group_bias(post, arms, X, y)
+    sd = np.sqrt(np.diag(cov))
+    flat = draws.reshape(-1, draws.shape[-1])
+    assert np.all(np.abs(flat.mean(0) - mean) < 4.5 * sd / np.sqrt(ess))
+    assert np.all(np.abs(flat.std(0, ddof=1) - sd) < 4.5 * sd / np.sqrt(2 * ess))
+
+
+def test_glm_auto_rule_picks_the_coefficient_form_when_the_data_are_strong():
+    rng = np.random.default_rng(8)
+    arms, X, eta, _ = _data(rng, n_obs=1200, shift=0.5)
+    y = (rng.random(eta.size) < 1 / (1 + np.exp(-eta))).astype(float)
+    data = fitting.group_bias_data(arms, X, y, GROUPS)
+    param = fitting._parametrization("auto", data, likelihood="bernoulli")
+    assert param["coefficients"] and not param["noncentered_beta"]
+    weak = fitting.group_bias_data(arms[:12], X[:12], y[:12], GROUPS)
+    assert not fitting._parametrization("auto", weak, likelihood="bernoulli", tau=0.05)["coefficients"]
+    with pytest.raises(ValueError, match="parametrization must be"):
+        fitting._parametrization("coefficient", data, likelihood="bernoulli")
+
+
+def test_repeated_fits_clear_compiled_code_before_the_mapping_limit(monkeypatch):
+    """Each MCMC.run compiles a new loop and JAX keeps it: near vm.max_map_count the fit clears
+    JAX's caches (once, loudly) instead of letting LLVM abort the process."""
+    fitting._MCMC_CACHE["sentinel"] = object()
+    monkeypatch.setattr(fitting, "_memory_maps", lambda: (50_000, 65_530))
+    monkeypatch.setattr(fitting, "_MAPS_WARNED", [False])
+    with pytest.warns(RuntimeWarning, match=r"50,000 memory mappings .*vm.max_map_count = 65,530.*jax.clear_caches"):
+        fitting._bound_compiled_code()
+    assert "sentinel" not in fitting._MCMC_CACHE
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fitting._bound_compiled_code()  # the warning is shown once
+    monkeypatch.setattr(fitting, "_memory_maps", lambda: (1_000, 65_530))
+    fitting._MCMC_CACHE["sentinel"] = object()
+    fitting._bound_compiled_code()
+    assert "sentinel" in fitting._MCMC_CACHE
+    fitting._MCMC_CACHE.pop("sentinel")
+    used, limit = fitting._memory_maps()
+    assert limit == 0 or 0 < used < limit

@@ -28,6 +28,8 @@ __all__ = [
     "CollapsedState",
     "MarginalGaussian",
     "check_bias_groups",
+    "coefficient_draw",
+    "coefficient_prior",
     "group_bias_layout",
     "marginal_draw",
     "marginal_gaussian",
@@ -504,3 +506,43 @@ def marginal_draw(mg: MarginalGaussian, tau: Any, phi_z: Any, beta_z: Any, group
     noise = jax.vmap(lambda L, z: solve_triangular(L.T, z, lower=False))(mg.q_chol, beta_z)
     delta = t2 * (mg.h - q_solve(mg.q_chol, jnp.einsum("ide,ie->id", mg.m_scaled, mu))) + jnp.sqrt(t2) * noise
     return phi[0], phi[0] + delta, phi[1:]
+
+
+# --------------------------------------------------------------------------------------------
+# the coefficient form (any likelihood): NUTS on the arms' observed coefficients
+
+
+def coefficient_prior(group_of_arm: Any, reference: int, *, tau: Any, s: Any, prior_mean: Any, prior_sd: Any,
+                      group_bias: bool = True, dtype: Any = jnp.float64) -> tuple[Any, Any, Any]:
+    """Prior of the arms' observed coefficients c_i = beta_i + psi_g(i) given tau and s, with
+    beta_bar and psi integrated out. c_i = E_i phi + delta_i (phi = (beta_bar, psi) ~
+    N((m0, 0), diag(prior_sd^2, s^2 ..)), delta_i ~ N(0, tau^2 I)), and every coordinate is an
+    independent n-variate normal with covariance S = E D E' + tau^2 I. Returns (mean [d, n],
+    lower Cholesky factor of S [n, n], E [n, B])."""
+    E = jnp.asarray(_phi_map(np.asarray(group_of_arm), reference, group_bias), dtype)
+    n, B = E.shape
+    dvar = jnp.concatenate([jnp.full((1,), jnp.asarray(prior_sd, dtype) ** 2),
+                            jnp.full((B - 1,), jnp.asarray(s, dtype) ** 2)])
+    S = (E * dvar) @ E.T + jnp.asarray(tau, dtype) ** 2 * jnp.eye(n, dtype=dtype)
+    mean = jnp.asarray(prior_mean, dtype)[:, None] * E[:, 0][None, :]
+    return mean, jnp.linalg.cholesky(S), E
+
+
+def coefficient_draw(coef_t: Any, E: Any, phi_z: Any, *, tau: Any, s: Any, prior_mean: Any,
+                     prior_sd: Any) -> tuple[Any, Any, Any]:
+    """An exact draw of (beta_bar [d], beta [n, d], psi [B - 1, d]) given the observed
+    coefficients ``coef_t [d, n]`` and the scales, from standard normals ``phi_z [B, d]``:
+    phi | c ~ N(A^-1 b, A^-1) per coordinate with A = E'E / tau^2 + D^-1 and
+    b = E'c / tau^2 + D^-1 phi_0; beta_i = c_i - psi_g(i)."""
+    dtype = E.dtype
+    B = E.shape[1]
+    t2 = jnp.asarray(tau, dtype) ** 2
+    dvar = jnp.concatenate([jnp.full((1,), jnp.asarray(prior_sd, dtype) ** 2),
+                            jnp.full((B - 1,), jnp.asarray(s, dtype) ** 2)])
+    A = E.T @ E / t2 + jnp.diag(1.0 / dvar)
+    phi0 = jnp.zeros((B, coef_t.shape[0]), dtype).at[0].set(jnp.asarray(prior_mean, dtype))
+    b = E.T @ coef_t.T / t2 + phi0 / dvar[:, None]
+    L = jnp.linalg.cholesky(A)
+    phi = jax.scipy.linalg.cho_solve((L, True), b) + solve_triangular(L.T, phi_z, lower=False)
+    beta = coef_t.T - E @ phi + phi[0][None, :]
+    return phi[0], beta, phi[1:]

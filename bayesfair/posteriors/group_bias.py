@@ -84,6 +84,8 @@ from bayesfair.posteriors._group_bias_algebra import (
     _collapsed_theta_cov,
     _joint_theta_mean,
     check_bias_groups,
+    coefficient_draw,
+    coefficient_prior,
     group_bias_layout,
     marginal_draw,
     marginal_gaussian,
@@ -444,6 +446,7 @@ def group_bias_model(
     likelihood: str = "gaussian",
     n_trials: int = 9,
     marginal: bool = False,
+    coefficients: bool = False,
 ) -> None:
     """NumPyro model of the hierarchical group-bias model (module docstring).
 
@@ -476,6 +479,14 @@ def group_bias_model(
     The joint distribution of (scales, coefficients) given y is the same posterior; NUTS only has
     to explore the scales (the coefficients' sites are independent N(0, 1)), which removes both
     funnels and the ridge between beta_i and psi_g(i) that the likelihood alone cannot resolve.
+
+    With ``coefficients=True`` (any likelihood) the sampled site is the arms' observed
+    coefficients ``coef_t [d, n]`` (c_i = beta_i + psi_g(i), what the data identify), from their
+    prior given the scales with beta_bar and psi integrated out (per coordinate, c ~ N(m0 1,
+    E diag(prior_sd^2, s^2 ..) E' + tau^2 I), :func:`coefficient_prior`); then (beta_bar, psi) |
+    c, tau, s is Gaussian and drawn exactly from standard-normal sites ``phi_z [B, d]``, and
+    beta_i = c_i - psi_g(i) (:func:`coefficient_draw`). Same joint distribution; NUTS moves the
+    scales and c only, so the ridge along which beta_i and psi trade off is gone.
     """
     import numpyro
     import numpyro.distributions as dist
@@ -517,22 +528,27 @@ def group_bias_model(
             psi_full = jnp.zeros((m, d), X.dtype)
         numpyro.deterministic("psi_all", psi_full)
         return
-    beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
-    if noncentered_beta:
-        z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
-        beta = numpyro.deterministic("beta", beta_bar + tau_v * z)
+    if coefficients:
+        coef = _coefficient_form(labels, reference, group_bias, tau_v, s_v if group_bias else 1.0, m0, prior_sd,
+                                 X.dtype)
     else:
-        beta = numpyro.sample("beta", dist.Normal(jnp.broadcast_to(beta_bar, (n, d)), tau_v).to_event(2))
-    if not group_bias:
-        psi_all = numpyro.deterministic("psi_all", jnp.zeros((m, d), X.dtype))
-    else:
-        if noncentered_psi:
-            psi_z = numpyro.sample("psi_z", dist.Normal(jnp.zeros((m - 1, d), X.dtype), 1.0).to_event(2))
-            psi = numpyro.deterministic("psi", s_v * psi_z)
+        beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
+        if noncentered_beta:
+            z = numpyro.sample("z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
+            beta = numpyro.deterministic("beta", beta_bar + tau_v * z)
         else:
-            psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d), X.dtype), s_v).to_event(2))
-        psi_all = numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d), X.dtype), psi])[group_slot + 1])
-    coef = beta + psi_all[labels]  # [n, d]: observed (biased) coefficients of every arm
+            beta = numpyro.sample("beta", dist.Normal(jnp.broadcast_to(beta_bar, (n, d)), tau_v).to_event(2))
+        if not group_bias:
+            psi_all = numpyro.deterministic("psi_all", jnp.zeros((m, d), X.dtype))
+        else:
+            if noncentered_psi:
+                psi_z = numpyro.sample("psi_z", dist.Normal(jnp.zeros((m - 1, d), X.dtype), 1.0).to_event(2))
+                psi = numpyro.deterministic("psi", s_v * psi_z)
+            else:
+                psi = numpyro.sample("psi", dist.Normal(jnp.zeros((m - 1, d), X.dtype), s_v).to_event(2))
+            psi_all = numpyro.deterministic("psi_all",
+                                            jnp.concatenate([jnp.zeros((1, d), X.dtype), psi])[group_slot + 1])
+        coef = beta + psi_all[labels]  # [n, d]: observed (biased) coefficients of every arm
     if sufficient:
         if likelihood != "gaussian":
             raise ValueError(f"sufficient=True is the Gaussian likelihood's form, got likelihood={likelihood!r}")
@@ -547,6 +563,31 @@ def group_bias_model(
     with numpyro.plate("obs", X.shape[0]):
         numpyro.sample("y", observation_dist(likelihood, eta, sigma_v if likelihood == "gaussian" else None,
                                              n_trials), obs=y)
+
+
+def _coefficient_form(labels: np.ndarray, reference: int, group_bias: bool, tau: Any, s: Any, m0: Any,
+                      prior_sd: Any, dtype: Any) -> Any:
+    """The sites of ``group_bias_model(coefficients=True)``; returns coef [n, d]."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    mean, chol, E = coefficient_prior(labels, reference, tau=tau, s=s, prior_mean=m0, prior_sd=prior_sd,
+                                      group_bias=group_bias, dtype=dtype)
+    coef_t = numpyro.sample("coef_t", dist.MultivariateNormal(mean, scale_tril=chol).to_event(1))
+    phi_z = numpyro.sample("phi_z", dist.Normal(jnp.zeros((E.shape[1], m0.shape[0]), dtype), 1.0).to_event(2))
+    bb, beta, psi = coefficient_draw(coef_t, E, phi_z, tau=tau, s=s, prior_mean=m0, prior_sd=prior_sd)
+    numpyro.deterministic("beta_bar", bb)
+    numpyro.deterministic("beta", beta)
+    d = m0.shape[0]
+    m = int(labels.max()) + 1
+    if group_bias:
+        numpyro.deterministic("psi", psi)
+        slot = np.full(m, -1, np.int32)
+        slot[[g for g in range(m) if g != reference]] = np.arange(m - 1)
+        numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d), dtype), psi])[slot + 1])
+    else:
+        numpyro.deterministic("psi_all", jnp.zeros((m, d), dtype))
+    return coef_t.T
 
 
 def observation_dist(likelihood: str, eta: Any, sigma: Any = None, n_trials: int = 9):
