@@ -45,6 +45,7 @@ from bayesfair.posteriors.group_bias import (
     GroupBiasPriors,
     check_bias_groups,
     check_likelihood,
+    gram_eigen,
     group_bias_model,
     sufficient_stats,
 )
@@ -639,6 +640,8 @@ def fit(
     model = functools.partial(_group_bias_site_model, **static)
     cache_key = repr(sorted((k, v.tolist() if isinstance(v, np.ndarray) else v) for k, v in static.items()))
     extra = {"stats": kwargs["stats"]} if sufficient else {}
+    if param["marginal"]:
+        extra["eig"] = gram_eigen(kwargs["stats"][1])
     mcmc, samples, stats, seconds, method, a, k = _run(model, (arms, X, y), extra, cache_key=cache_key,
                                                        gibbs_sites=_GIBBS[param["marginal"], param["coefficients"]],
                                                        **run_kw)
@@ -658,10 +661,10 @@ def fit(
 _GIBBS = {(True, False): ("beta_z", "phi_z"), (False, True): ("phi_z",), (False, False): ()}
 
 
-def _group_bias_site_model(arms, X, y=None, stats=None, **static):
+def _group_bias_site_model(arms, X, y=None, stats=None, eig=None, **static):
     """:func:`group_bias_model` with the data as positional model arguments (so a cached, jitted
     ``MCMC`` takes new data without recompiling)."""
-    group_bias_model(arms, X, y, stats=stats, **static)
+    group_bias_model(arms, X, y, stats=stats, eig=eig, **static)
 
 
 # --------------------------------------------------------------------------------------------

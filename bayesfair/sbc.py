@@ -104,14 +104,25 @@ class SBCResult:
         lines.append("PASSED" if self.passed else f"FAILED: {', '.join(self.failing)}")
         return "\n".join(lines)
 
-    def plot(self, path: Any = None, *, max_params: int = 12):
+    def plot(self, path: Any = None, *, max_params: int = 12, names: Any = None):
         """ECDF of the fractional ranks minus the uniform CDF, per parameter, with the 95%
-        simultaneous band; saved to ``path`` when given. Returns the matplotlib figure."""
+        simultaneous band; saved to ``path`` when given. Returns the matplotlib figure.
+
+        ``names``: the parameters to show (default: the failing ones first, then in order), at most
+        ``max_params``; a name that is not a parameter raises ``ValueError``."""
         import matplotlib.pyplot as plt
 
         z, f = _ecdf(self.ranks, self.n_draws)
         half = self.band * np.sqrt(z * (1 - z) / self.replications)
-        show = list(range(min(len(self.names), max_params)))
+        if names is None:
+            order = [i for i, nm in enumerate(self.names) if nm in self.failing]
+            order += [i for i in range(len(self.names)) if i not in order]
+        else:
+            unknown = [nm for nm in names if nm not in self.names]
+            if unknown:
+                raise ValueError(f"names: {unknown} are not parameters of this SBC (have e.g. {list(self.names[:5])})")
+            order = [self.names.index(nm) for nm in names]
+        show = order[:max_params]
         cols = min(4, len(show))
         rows = math.ceil(len(show) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False, sharey=True)
@@ -125,7 +136,7 @@ class SBCResult:
             ax.set_xlabel("fractional rank")
         axes[0, 0].set_ylabel("ECDF - uniform")
         axes[0, 0].legend(fontsize=7, loc="lower left")
-        more = f" (first {len(show)} of {len(self.names)} parameters)" if len(show) < len(self.names) else ""
+        more = f" ({len(show)} of {len(self.names)} parameters)" if len(show) < len(self.names) else ""
         fig.suptitle(f"SBC, {self.replications} replications x {self.n_draws} draws: "
                      f"{'passed' if self.passed else 'FAILED'}{more}", fontsize=10)
         fig.tight_layout()

@@ -175,6 +175,10 @@ def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
     for ax in fig.axes:
         ax.set_xlabel(xlabel)
         ax.set_title("")
+        ax.yaxis.set_visible(True)  # ArviZ hides the y axis; a reader needs its scale
+        ax.spines["left"].set_visible(True)
+        ax.tick_params(left=True, labelleft=True)
+        ax.set_ylabel("cumulative share of rows" if kind == "ecdf" else "density")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close("all")

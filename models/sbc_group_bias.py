@@ -139,15 +139,23 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
     def simulate(key, theta):
         return None
 
+    # ranks among L draws take L + 1 values; the chi-square test needs equiprobable bins that
+    # divide them (bayesfair.sbc._bins): 100 stored draws give 101 values (prime, 1 bin), so rank
+    # among the first L <= 100 draws with the most bins (any fixed subset of the draws is valid)
+    from bayesfair.sbc import _bins
+
+    stored_l = min(int(s[f"draw_{NAMES[0]}"].shape[0]) for s in stored)
+    use = max(range(max(1, stored_l - 10), stored_l + 1), key=lambda L: (_bins(L + 1, len(stored)), L))
+
     def fit(data, key):
-        return {k: stored[cur["i"]][f"draw_{k}"] for k in NAMES}
+        return {k: stored[cur["i"]][f"draw_{k}"][:use] for k in NAMES}
 
     res = sbc(prior_draw, simulate, fit, jax.random.key(0), replications=len(stored), vectorize=False, alpha=alpha)
     psi = [i for i, nm in enumerate(res.names) if nm.startswith("psi")]
     frozen = sum(1 for r in recs if r["frozen_chains"] or r["independent_frozen"])
     frozen_but_converged = sum(1 for r in recs if (r["frozen_chains"] or r["independent_frozen"]) and r["converged"])
     summary = {
-        "replications": len(stored), "draws_per_replication": int(res.n_draws),
+        "replications": len(stored), "draws_per_replication": int(res.n_draws), "chi2_bins": int(res.bins),
         "psi_coverage_90": float(np.mean(res.coverage[psi])),
         "psi_coverage_90_range": [float(res.coverage[psi].min()), float(res.coverage[psi].max())],
         "coverage_all_90": res.coverage_all, "coverage_all_se": res.coverage_all_se,
@@ -167,7 +175,9 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     try:
-        res.plot(out / "sbc_ecdf.png")
+        psi_names = [nm for nm in res.names if nm.startswith("psi")]
+        res.plot(out / "sbc_ecdf.png", max_params=12,
+                 names=[nm for nm in ("tau", "s", "sigma") if nm in res.names] + psi_names[:9])
     except Exception as exc:  # the plot is a convenience; the numbers are in summary.json
         print(f"(no plot: {exc})")
     return summary

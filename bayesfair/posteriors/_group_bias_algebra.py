@@ -30,6 +30,7 @@ __all__ = [
     "check_bias_groups",
     "coefficient_draw",
     "coefficient_prior",
+    "gram_eigen",
     "group_bias_layout",
     "marginal_draw",
     "marginal_gaussian",
@@ -413,17 +414,18 @@ class MarginalGaussian(NamedTuple):
     ``log_marginal``: log p(y | tau, s, sigma) with beta_bar, every beta_i and psi integrated out;
     ``phi_mean [p]`` and ``phi_chol [p, p]``: phi = (beta_bar, psi of the non-reference groups)
     | y ~ N(phi_mean, (phi_chol phi_chol')^-1) (``phi_chol`` is the lower Cholesky factor of the
-    precision); ``q_chol [n, d, d]``, ``h [n, d]``, ``r [n, d]``, ``m_scaled [n, d, d]``: per-arm
-    Q_i = I + tau^2 X_i'X_i / sigma^2 (its lower Cholesky factor), h_i = Q_i^-1 r_i,
-    r_i = X_i'y_i / sigma^2 and M_i = X_i'X_i / sigma^2, which give beta_i | phi, y."""
+    precision); per arm, in the eigenbasis ``eig_u [n, d, d]`` of X_i'X_i: ``g [n, d]`` the
+    eigenvalues of Q_i = I + tau^2 X_i'X_i / sigma^2, ``h [n, d]`` = Q_i^-1 r_i with
+    r_i = X_i'y_i / sigma^2, and ``k [n, d, d]`` = Q_i^-1 X_i'X_i / sigma^2, which give
+    beta_i | phi, y."""
 
     log_marginal: Any
     phi_mean: Any
     phi_chol: Any
-    q_chol: Any
+    eig_u: Any
+    g: Any
     h: Any
-    r: Any
-    m_scaled: Any
+    k: Any
 
 
 def _phi_map(group_of_arm: np.ndarray, reference: int, group_bias: bool) -> np.ndarray:
@@ -439,8 +441,16 @@ def _phi_map(group_of_arm: np.ndarray, reference: int, group_bias: bool) -> np.n
     return E
 
 
+def gram_eigen(xx: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition (float64 numpy, host side, once per data set) of every arm's
+    X_i'X_i [n, d, d]: (eigenvalues [n, d] clipped at 0, eigenvectors [n, d, d])."""
+    lam, u = np.linalg.eigh(np.asarray(xx, np.float64))
+    return np.maximum(lam, 0.0), u
+
+
 def marginal_gaussian(stats: tuple[Any, Any, Any, Any], group_of_arm: Any, *, reference: int, tau: Any, s: Any,
-                      sigma: Any, prior_mean: Any, prior_sd: Any, group_bias: bool = True) -> MarginalGaussian:
+                      sigma: Any, prior_mean: Any, prior_sd: Any, group_bias: bool = True,
+                      eig: tuple[Any, Any] | None = None) -> MarginalGaussian:
     """The Gaussian group-bias model with every coefficient integrated out (exact, jit/grad friendly).
 
     With the scales given, the model of :mod:`bayesfair.posteriors.group_bias` is linear-Gaussian,
@@ -451,60 +461,64 @@ def marginal_gaussian(stats: tuple[Any, Any, Any, Any], group_of_arm: Any, *, re
         -N_i/2 log(2 pi sigma^2) - 1/2 log|Q_i| - y_i'y_i / (2 sigma^2) + tau^2 r_i'h_i / 2
         + mu_i'h_i - mu_i'k_i mu_i / 2,      k_i = Q_i^-1 M_i,  mu_i = beta_bar + psi_g(i),
 
-    and integrating phi = (beta_bar, psi) ~ N(phi_0, P_0^-1) (P_0 = diag(I / prior_sd^2, I / s^2),
+    (M_i = X_i'X_i / sigma^2, Q_i = I + tau^2 M_i, r_i = X_i'y_i / sigma^2, h_i = Q_i^-1 r_i) and
+    integrating phi = (beta_bar, psi) ~ N(phi_0, P_0^-1) (P_0 = diag(I / prior_sd^2, I / s^2),
     phi_0 = (prior_mean, 0)) out of exp(phi'b - phi'A phi / 2) with A = P_0 + sum_i E_i'k_i E_i,
     b = P_0 phi_0 + sum_i E_i'h_i gives + b'A^-1 b / 2 - phi_0'P_0 phi_0 / 2 + log|P_0| / 2
-    - log|A| / 2. ``stats`` are :func:`~bayesfair.posteriors.group_bias.sufficient_stats`
-    (N_i, X_i'X_i, X_i'y_i, y_i'y_i). Cost O(n d^3 + (m d)^3), independent of the rows.
+    - log|A| / 2. Q_i, k_i and h_i are written in the eigenbasis of X_i'X_i (``eig``, from
+    :func:`gram_eigen`; computed here when not given), where they are elementwise in the scales:
+    no per-arm factorization depends on tau or sigma, so gradients stay cheap. ``stats`` are
+    :func:`~bayesfair.posteriors.group_bias.sufficient_stats` (N_i, X_i'X_i, X_i'y_i, y_i'y_i).
+    Cost O(n d^3 + (m d)^3) per evaluation, independent of the rows.
     """
     count, xx, xy, yy = stats
     xx = jnp.asarray(xx)
     dt = xx.dtype
     d = xx.shape[-1]
+    if eig is None:
+        lam, u = jnp.linalg.eigh(xx)
+        lam = jnp.maximum(lam, 0.0)
+    else:
+        lam, u = (jnp.asarray(v, dt) for v in eig)
     E = jnp.asarray(_phi_map(np.asarray(group_of_arm), reference, group_bias), dt)
     B = E.shape[1]
     s2 = jnp.asarray(sigma, dt) ** 2
     t2 = jnp.asarray(tau, dt) ** 2
     v0 = jnp.asarray(prior_sd, dt) ** 2
-    eye = jnp.eye(d, dtype=dt)
-    M = xx / s2
-    r = jnp.asarray(xy, dt) / s2
-    q_chol = jnp.linalg.cholesky(eye + t2 * M)
-    q_solve = jax.vmap(lambda L, v: jax.scipy.linalg.cho_solve((L, True), v))
-    h = q_solve(q_chol, r)
-    k = q_solve(q_chol, M)
-    k = 0.5 * (k + jnp.swapaxes(k, -1, -2))
-    logdet_q = 2.0 * jnp.sum(jnp.log(jnp.diagonal(q_chol, axis1=-2, axis2=-1)))
-    const = (-0.5 * jnp.sum(count) * jnp.log(2.0 * jnp.pi * s2) - 0.5 * logdet_q
-             - 0.5 * jnp.sum(jnp.asarray(yy, dt)) / s2 + 0.5 * t2 * jnp.sum(r * h))
+    w = lam / s2  # eigenvalues of M_i
+    g = 1.0 + t2 * w  # eigenvalues of Q_i
+    r_rot = jnp.einsum("ide,id->ie", u, jnp.asarray(xy, dt) / s2)  # U_i' r_i
+    h = jnp.einsum("ide,ie->id", u, r_rot / g)
+    k = jnp.einsum("ide,ie,ife->idf", u, w / g, u)
+    const = (-0.5 * jnp.sum(count) * jnp.log(2.0 * jnp.pi * s2) - 0.5 * jnp.sum(jnp.log(g))
+             - 0.5 * jnp.sum(jnp.asarray(yy, dt)) / s2 + 0.5 * t2 * jnp.sum(r_rot * r_rot / g))
     p0 = jnp.concatenate([jnp.full((d,), 1.0, dt) / v0] + ([jnp.full(((B - 1) * d,), 1.0, dt) / jnp.asarray(s, dt) ** 2]
                                                          if B > 1 else []))
     phi0 = jnp.concatenate([jnp.broadcast_to(jnp.asarray(prior_mean, dt), (d,)), jnp.zeros(((B - 1) * d,), dt)])
     A = jnp.einsum("ib,ic,ide->bdce", E, E, k).reshape(B * d, B * d) + jnp.diag(p0)
     b = p0 * phi0 + jnp.einsum("ib,id->bd", E, h).reshape(B * d)
     phi_chol = jnp.linalg.cholesky(A)
-    u = solve_triangular(phi_chol, b, lower=True)
-    phi_mean = solve_triangular(phi_chol.T, u, lower=False)
-    log_marginal = (const + 0.5 * jnp.sum(u * u) - 0.5 * jnp.sum(p0 * phi0 * phi0) + 0.5 * jnp.sum(jnp.log(p0))
+    v = solve_triangular(phi_chol, b, lower=True)
+    phi_mean = solve_triangular(phi_chol.T, v, lower=False)
+    log_marginal = (const + 0.5 * jnp.sum(v * v) - 0.5 * jnp.sum(p0 * phi0 * phi0) + 0.5 * jnp.sum(jnp.log(p0))
                     - jnp.sum(jnp.log(jnp.diagonal(phi_chol))))
-    return MarginalGaussian(log_marginal, phi_mean, phi_chol, q_chol, h, r, M)
+    return MarginalGaussian(log_marginal, phi_mean, phi_chol, u, g, h, k)
 
 
 def marginal_draw(mg: MarginalGaussian, tau: Any, phi_z: Any, beta_z: Any, group_of_arm: Any, *, reference: int,
                   group_bias: bool = True) -> tuple[Any, Any, Any]:
     """An exact draw of (beta_bar [d], beta [n, d], psi [m - 1, d]) | tau, s, sigma, y from
     standard normals ``phi_z [p]`` and ``beta_z [n, d]``: phi = phi_mean + L_A^-T phi_z, then
-    beta_i = beta_bar + delta_i with delta_i | phi ~ N(tau^2 Q_i^-1 (r_i - M_i mu_i), tau^2 Q_i^-1)
-    (= tau^2 h_i - tau^2 Q_i^-1 M_i mu_i + tau L_Qi^-T beta_z_i)."""
+    beta_i = beta_bar + delta_i with delta_i | phi ~ N(tau^2 (h_i - k_i mu_i), tau^2 Q_i^-1)
+    (= tau^2 (h_i - k_i mu_i) + tau U_i diag(g_i^-1/2) beta_z_i)."""
     E = jnp.asarray(_phi_map(np.asarray(group_of_arm), reference, group_bias), mg.phi_mean.dtype)
     d = mg.h.shape[1]
     B = E.shape[1]
     phi = (mg.phi_mean + solve_triangular(mg.phi_chol.T, phi_z, lower=False)).reshape(B, d)
     mu = E @ phi  # [n, d]
     t2 = jnp.asarray(tau, mg.h.dtype) ** 2
-    q_solve = jax.vmap(lambda L, v: jax.scipy.linalg.cho_solve((L, True), v))
-    noise = jax.vmap(lambda L, z: solve_triangular(L.T, z, lower=False))(mg.q_chol, beta_z)
-    delta = t2 * (mg.h - q_solve(mg.q_chol, jnp.einsum("ide,ie->id", mg.m_scaled, mu))) + jnp.sqrt(t2) * noise
+    noise = jnp.einsum("ide,ie->id", mg.eig_u, beta_z / jnp.sqrt(mg.g))
+    delta = t2 * (mg.h - jnp.einsum("ide,ie->id", mg.k, mu)) + jnp.sqrt(t2) * noise
     return phi[0], phi[0] + delta, phi[1:]
 
 

@@ -86,6 +86,7 @@ from bayesfair.posteriors._group_bias_algebra import (
     check_bias_groups,
     coefficient_draw,
     coefficient_prior,
+    gram_eigen,
     group_bias_layout,
     marginal_draw,
     marginal_gaussian,
@@ -115,6 +116,7 @@ __all__ = [
     "observation_dist",
     "check_bias_groups",
     "fit_group_bias",
+    "gram_eigen",
     "group_bias_layout",
     "group_bias_model",
     "group_bias_posterior",
@@ -447,6 +449,7 @@ def group_bias_model(
     n_trials: int = 9,
     marginal: bool = False,
     coefficients: bool = False,
+    eig: Any = None,
 ) -> None:
     """NumPyro model of the hierarchical group-bias model (module docstring).
 
@@ -476,6 +479,8 @@ def group_bias_model(
     (``numpyro.factor("y_marginal", ...)``, :func:`marginal_gaussian`) and the coefficients are
     exact conditional draws from standard-normal sites ``phi_z [p]`` and ``beta_z [n, d]``
     (:func:`marginal_draw`); ``beta_bar``, ``beta``, ``psi`` and ``psi_all`` are deterministic.
+    ``eig``: the per-arm eigen-decomposition of X_i'X_i (:func:`gram_eigen`, precomputed once on
+    the host; computed in the model otherwise, which is slow for large d).
     The joint distribution of (scales, coefficients) given y is the same posterior; NUTS only has
     to explore the scales (the coefficients' sites are independent N(0, 1)), which removes both
     funnels and the ridge between beta_i and psi_g(i) that the likelihood alone cannot resolve.
@@ -514,7 +519,7 @@ def group_bias_model(
                              f"y {'given' if y is not None else 'None'}")
         st = stats if stats is not None else sufficient_stats(arms, X, y, n)
         mg = marginal_gaussian(st, labels, reference=reference, tau=tau_v, s=s_v if group_bias else 1.0,
-                               sigma=sigma_v, prior_mean=m0, prior_sd=prior_sd, group_bias=group_bias)
+                               sigma=sigma_v, prior_mean=m0, prior_sd=prior_sd, group_bias=group_bias, eig=eig)
         numpyro.factor("y_marginal", mg.log_marginal)
         phi_z = numpyro.sample("phi_z", dist.Normal(jnp.zeros(mg.phi_mean.shape, X.dtype), 1.0).to_event(1))
         beta_z = numpyro.sample("beta_z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
