@@ -7,8 +7,8 @@ calls :func:`run`, which fits the hierarchical group-bias model of the biased-fe
 :func:`bayesfair.posteriors.group_bias.group_bias_model`) by NUTS and writes, atomically, to
 ``--out`` (default ``models/artifacts/<recipe>/``, gitignored).
 
-NUTS (``bayesfair.fitting.fit``, the one entry point): 4 chains x (500 warm-up + 500 draws) in
-float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fitting.fit``
+NUTS (``bayesfair.fitting.fit``, the one entry point): 4 chains x (1000 warm-up + 1000 draws,
+``fitting.fit``'s default) in float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fitting.fit``
 (Gaussian: the coefficients integrated out, NUTS on the scales; Bernoulli/binomial: NUTS on the
 arms' coefficients when the data inform them, else ``fitting.choose_parametrization``'s
 centring; ``--parametrization`` to force one), ``--dense-mass``
@@ -68,7 +68,7 @@ def form_label(pz: dict) -> str:
             f"{'non-centred' if pz['noncentered_psi'] else 'centred'}")
 
 
-def parser(name: str, doc: str, *, warmup: int = 500, samples: int = 500, chains: int = 4,
+def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chains: int = 4,
            target_accept: float = 0.9, likelihood: str = "gaussian") -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
     p = argparse.ArgumentParser(prog=f"{name}.py", description=doc.strip().splitlines()[0])
@@ -165,6 +165,7 @@ def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
     """az.plot_ppc_dist of the fit (observed vs 50 posterior predictive draws), saved to ``path``."""
     import arviz as az
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import AutoLocator, ScalarFormatter
 
     kind = "ecdf" if tree.attrs.get("likelihood") != "gaussian" else "kde"
     pc = az.plot_ppc_dist(tree, num_samples=50, kind=kind, backend="matplotlib")
@@ -175,8 +176,10 @@ def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
     for ax in fig.axes:
         ax.set_xlabel(xlabel)
         ax.set_title("")
-        ax.yaxis.set_visible(True)  # ArviZ hides the y axis; a reader needs its scale
+        ax.yaxis.set_visible(True)  # ArviZ hides the y axis and its ticks; a reader needs its scale
         ax.spines["left"].set_visible(True)
+        ax.yaxis.set_major_locator(AutoLocator())
+        ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.tick_params(left=True, labelleft=True)
         ax.set_ylabel("cumulative share of rows" if kind == "ecdf" else "density")
     path.parent.mkdir(parents=True, exist_ok=True)

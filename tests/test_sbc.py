@@ -69,6 +69,11 @@ def test_misstated_prior_fails_sbc(tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+    fig = res.plot(names=["mu[3]", "mu[1]"])
+    assert [ax.get_title().split()[0] for ax in fig.axes if ax.get_visible()] == ["mu[3]", "mu[1]"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"names: \['theta'\] are not parameters"):
+        res.plot(names=["theta"])
 
 
 def test_loop_equals_vectorized_and_thinning():
