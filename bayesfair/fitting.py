@@ -205,9 +205,10 @@ def check_convergence(samples: dict[str, Any], *, diverging: Any, step_size: Any
                        advice, message)
 
 
-ADVICE = ("try: more warm-up (num_warmup), a higher target_accept (e.g. 0.95-0.99), the other "
-          "parametrization (parametrization='centered' / 'noncentered', or per level {{'beta': ..., "
-          "'psi': ...}}; this fit used {param}), dense_mass=True, or more draws (num_samples) for ESS")
+ADVICE = ("try: more warm-up (num_warmup), a higher target_accept (e.g. 0.95-0.99), another "
+          "parametrization (parametrization='marginal' (Gaussian) / 'coefficients' / 'centered' / "
+          "'noncentered', or per level {{'beta': ..., 'psi': ...}}; this fit used {param}), "
+          "dense_mass=True, or more draws (num_samples) for ESS")
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,9 +486,10 @@ def _bound_compiled_code(share: float = 0.6) -> None:
     numpyro compiles its sampling loop afresh for every ``MCMC.run`` (each run's loop body is a new
     closure, and JAX's jit cache keeps every executable), so each fit adds ~3,000 memory mappings;
     at the kernel's limit (vm.max_map_count, 65,530 by default) LLVM aborts the whole process
-    ("Unable to allocate section memory", seen after ~20 SBC replications). Above ``share`` of
-    the limit this clears JAX's caches (and the cached samplers) once, with a RuntimeWarning the
-    first time: the next fits recompile, nothing else changes.
+    ("Unable to allocate section memory", seen after ~20 SBC replications). Whenever the count is
+    above ``share`` of the limit this clears JAX's caches and the cached samplers (the count then
+    drops back), with a RuntimeWarning the first time only: the next fits recompile, nothing else
+    changes.
     """
     used, limit = _memory_maps()
     if limit and used > share * limit:
