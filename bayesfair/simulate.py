@@ -199,7 +199,7 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
         return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
                         jnp.int32(_NO_ROUND))
 
-    def chunk_run(carry: RunCarry, ts: jax.Array, slots: jax.Array, active: jax.Array):
+    def chunk_run(carry: RunCarry, ts: jax.Array, slots: jax.Array, n_active: jax.Array):
         carry = carry._replace(acc=init_acc(specs))
         buf = jax.tree.map(lambda x: jnp.zeros((_MAX_SLOTS, *x.shape), x.dtype), carry.acc)
 
@@ -236,21 +236,28 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
                    "extra": rnd.extra if rnd.extra is not None else {}}
             return c, rec
 
-        def step(cb, x):
-            c, b = cb
-            t, slot, on = x
+        # Only the first ``n_active`` rounds of a chunk are played (a partial chunk: the horizon or
+        # the checkpoint cap ends it early). The bound is unbatched, so this is one while loop with
+        # a dynamic trip count; gating each round with ``lax.cond`` instead made XLA copy the whole
+        # carry (e.g. Fair-Greedy's history buffer) in and out of the branch every round.
+        def body(i, cbr):
+            c, b, recs = cbr
+            t, slot = ts[i], slots[i]
             if record:
-                shapes = jax.eval_shape(lambda c, t: play(c, t, True)[1], c, t)
-                c, rec = lax.cond(on, lambda c, t: play(c, t, True),
-                                  lambda c, t: (c, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)), c, t)
+                c, rec = play(c, t, True)
+                recs = jax.tree.map(lambda R, v: R.at[i].set(v), recs, rec)
             else:
-                c, rec = lax.cond(on, play, lambda c, t: c, c, t), None
+                c = play(c, t)
             b = lax.cond(slot >= 0,
                          lambda b: jax.tree.map(lambda B, v: B.at[slot].set(v), b, c.acc),
                          lambda b: b, b)
-            return (c, b), rec
+            return c, b, recs
 
-        (carry, buf), recs = lax.scan(step, (carry, buf), (ts, slots, active))
+        recs = None
+        if record:
+            shapes = jax.eval_shape(lambda c, t: play(c, t, True)[1], carry, ts[0])
+            recs = jax.tree.map(lambda s: jnp.zeros((ts.shape[0], *s.shape), s.dtype), shapes)
+        carry, buf, recs = lax.fori_loop(0, n_active, body, (carry, buf, recs))
         if record:
             return carry, buf, recs
         return carry, buf
@@ -357,22 +364,22 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             t_end = int(in_chunk[_MAX_SLOTS - 1])
             in_chunk = in_chunk[:_MAX_SLOTS]
         ts = np.arange(t0, t0 + chunk_size, dtype=np.int32)
-        active = ts <= t_end
+        n_active = np.int32(t_end - t0 + 1)  # the chunk's rounds t0..t_end are played, the rest not
         slots = np.full(chunk_size, -1, np.int32)
         slots[in_chunk - t0] = np.arange(in_chunk.size, dtype=np.int32)
         if not compiled:  # compile ahead of the first chunk (timed; the jitted call below then reuses it)
             t_compile = time.perf_counter()
-            chunk_fn.lower(carry, ts, slots, active).compile()
+            chunk_fn.lower(carry, ts, slots, n_active).compile()
             compile_seconds += time.perf_counter() - t_compile
             if hasattr(progress, "compiled"):
                 progress.compiled(compile_seconds)
             compiled = True
         if round_log is not None:
-            carry, buf, recs = chunk_fn(carry, ts, slots, active)
+            carry, buf, recs = chunk_fn(carry, ts, slots, n_active)
             wait_interruptibly(buf)
             round_log(name, t0, t_end, jax.device_get(recs))
         else:
-            carry, buf = chunk_fn(carry, ts, slots, active)
+            carry, buf = chunk_fn(carry, ts, slots, n_active)
             wait_interruptibly(buf)
         _check_valid(name or policy.name, policy, jax.device_get(carry.invalid), t0, t_end)
         buf = jax.device_get(buf)
