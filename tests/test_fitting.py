@@ -108,8 +108,7 @@ def test_marginal_form_is_the_exact_integral_and_conditional(group_bias):
             p = mg.phi_mean.size
 
             def theta(z, mg=mg, tau=tau, p=p):
-                bb, beta, psi = marginal_draw(mg, tau, z[:p], z[p:].reshape(n, d), groups, reference=0,
-                                              group_bias=group_bias)
+                bb, beta, psi = marginal_draw(mg, tau, z[:p], z[p:].reshape(n, d))
                 return jax.numpy.concatenate([bb, beta.ravel(), psi.ravel()])
 
             z0 = jax.numpy.zeros(p + n * d)

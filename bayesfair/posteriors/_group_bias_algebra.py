@@ -417,7 +417,8 @@ class MarginalGaussian(NamedTuple):
     precision); per arm, in the eigenbasis ``eig_u [n, d, d]`` of X_i'X_i: ``g [n, d]`` the
     eigenvalues of Q_i = I + tau^2 X_i'X_i / sigma^2, ``h [n, d]`` = Q_i^-1 r_i with
     r_i = X_i'y_i / sigma^2, and ``k [n, d, d]`` = Q_i^-1 X_i'X_i / sigma^2, which give
-    beta_i | phi, y."""
+    beta_i | phi, y; ``E [n, B]`` maps phi's blocks to each arm's mean (block 0 beta_bar, then
+    the psi of the non-reference groups)."""
 
     log_marginal: Any
     phi_mean: Any
@@ -426,6 +427,7 @@ class MarginalGaussian(NamedTuple):
     g: Any
     h: Any
     k: Any
+    E: Any
 
 
 def _phi_map(group_of_arm: np.ndarray, reference: int, group_bias: bool) -> np.ndarray:
@@ -502,16 +504,15 @@ def marginal_gaussian(stats: tuple[Any, Any, Any, Any], group_of_arm: Any, *, re
     phi_mean = solve_triangular(phi_chol.T, v, lower=False)
     log_marginal = (const + 0.5 * jnp.sum(v * v) - 0.5 * jnp.sum(p0 * phi0 * phi0) + 0.5 * jnp.sum(jnp.log(p0))
                     - jnp.sum(jnp.log(jnp.diagonal(phi_chol))))
-    return MarginalGaussian(log_marginal, phi_mean, phi_chol, u, g, h, k)
+    return MarginalGaussian(log_marginal, phi_mean, phi_chol, u, g, h, k, E)
 
 
-def marginal_draw(mg: MarginalGaussian, tau: Any, phi_z: Any, beta_z: Any, group_of_arm: Any, *, reference: int,
-                  group_bias: bool = True) -> tuple[Any, Any, Any]:
+def marginal_draw(mg: MarginalGaussian, tau: Any, phi_z: Any, beta_z: Any) -> tuple[Any, Any, Any]:
     """An exact draw of (beta_bar [d], beta [n, d], psi [m - 1, d]) | tau, s, sigma, y from
     standard normals ``phi_z [p]`` and ``beta_z [n, d]``: phi = phi_mean + L_A^-T phi_z, then
     beta_i = beta_bar + delta_i with delta_i | phi ~ N(tau^2 (h_i - k_i mu_i), tau^2 Q_i^-1)
     (= tau^2 (h_i - k_i mu_i) + tau U_i diag(g_i^-1/2) beta_z_i)."""
-    E = jnp.asarray(_phi_map(np.asarray(group_of_arm), reference, group_bias), mg.phi_mean.dtype)
+    E = mg.E
     d = mg.h.shape[1]
     B = E.shape[1]
     phi = (mg.phi_mean + solve_triangular(mg.phi_chol.T, phi_z, lower=False)).reshape(B, d)

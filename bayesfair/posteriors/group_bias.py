@@ -523,19 +523,11 @@ def group_bias_model(
         numpyro.factor("y_marginal", mg.log_marginal)
         phi_z = numpyro.sample("phi_z", dist.Normal(jnp.zeros(mg.phi_mean.shape, X.dtype), 1.0).to_event(1))
         beta_z = numpyro.sample("beta_z", dist.Normal(jnp.zeros((n, d), X.dtype), 1.0).to_event(2))
-        bb, beta, psi = marginal_draw(mg, tau_v, phi_z, beta_z, labels, reference=reference, group_bias=group_bias)
-        numpyro.deterministic("beta_bar", bb)
-        numpyro.deterministic("beta", beta)
-        if group_bias:
-            numpyro.deterministic("psi", psi)
-            psi_full = jnp.concatenate([jnp.zeros((1, d), X.dtype), psi])[group_slot + 1]
-        else:
-            psi_full = jnp.zeros((m, d), X.dtype)
-        numpyro.deterministic("psi_all", psi_full)
+        _record_coefficients(*marginal_draw(mg, tau_v, phi_z, beta_z), group_slot, group_bias)
         return
     if coefficients:
         coef = _coefficient_form(labels, reference, group_bias, tau_v, s_v if group_bias else 1.0, m0, prior_sd,
-                                 X.dtype)
+                                 X.dtype, group_slot)
     else:
         beta_bar = numpyro.sample("beta_bar", dist.Normal(m0, prior_sd).to_event(1))
         if noncentered_beta:
@@ -570,8 +562,23 @@ def group_bias_model(
                                              n_trials), obs=y)
 
 
+def _record_coefficients(beta_bar: Any, beta: Any, psi: Any, group_slot: np.ndarray, group_bias: bool) -> None:
+    """Record the deterministic sites ``beta_bar``, ``beta``, ``psi`` and ``psi_all`` of the marginal and
+    coefficient forms (``group_slot[g]``: row of group g in ``psi``, -1 for the reference group)."""
+    import numpyro
+
+    numpyro.deterministic("beta_bar", beta_bar)
+    numpyro.deterministic("beta", beta)
+    d, dtype = beta.shape[-1], beta.dtype
+    if group_bias:
+        numpyro.deterministic("psi", psi)
+        numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d), dtype), psi])[group_slot + 1])
+    else:
+        numpyro.deterministic("psi_all", jnp.zeros((group_slot.size, d), dtype))
+
+
 def _coefficient_form(labels: np.ndarray, reference: int, group_bias: bool, tau: Any, s: Any, m0: Any,
-                      prior_sd: Any, dtype: Any) -> Any:
+                      prior_sd: Any, dtype: Any, group_slot: np.ndarray) -> Any:
     """The sites of ``group_bias_model(coefficients=True)``; returns coef [n, d]."""
     import numpyro
     import numpyro.distributions as dist
@@ -580,18 +587,8 @@ def _coefficient_form(labels: np.ndarray, reference: int, group_bias: bool, tau:
                                       group_bias=group_bias, dtype=dtype)
     coef_t = numpyro.sample("coef_t", dist.MultivariateNormal(mean, scale_tril=chol).to_event(1))
     phi_z = numpyro.sample("phi_z", dist.Normal(jnp.zeros((E.shape[1], m0.shape[0]), dtype), 1.0).to_event(2))
-    bb, beta, psi = coefficient_draw(coef_t, E, phi_z, tau=tau, s=s, prior_mean=m0, prior_sd=prior_sd)
-    numpyro.deterministic("beta_bar", bb)
-    numpyro.deterministic("beta", beta)
-    d = m0.shape[0]
-    m = int(labels.max()) + 1
-    if group_bias:
-        numpyro.deterministic("psi", psi)
-        slot = np.full(m, -1, np.int32)
-        slot[[g for g in range(m) if g != reference]] = np.arange(m - 1)
-        numpyro.deterministic("psi_all", jnp.concatenate([jnp.zeros((1, d), dtype), psi])[slot + 1])
-    else:
-        numpyro.deterministic("psi_all", jnp.zeros((m, d), dtype))
+    _record_coefficients(*coefficient_draw(coef_t, E, phi_z, tau=tau, s=s, prior_mean=m0, prior_sd=prior_sd),
+                         group_slot, group_bias)
     return coef_t.T
 
 
