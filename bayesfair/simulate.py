@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -333,12 +334,60 @@ class _Progress:
         self.total -= rounds * runs
 
 
+_TRACE_LOCK = threading.RLock()
+
+
+def _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record, compile_chunk=False):
+    """A policy's jitted functions, its initial run carry and (``compile_chunk``) its compiled chunk."""
+    with _TRACE_LOCK:  # tracing is Python (e.g. numpyro's handler stack is a module global): one thread at a time
+        init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, record)
+        run_index = jnp.arange(runs, dtype=jnp.int32)
+        carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards),
+                        _shard_runs(run_index, n_shards))
+        lowered = chunk_fn.lower(carry, *_chunk_args(chunk_size)) if compile_chunk else None
+    if lowered is not None:
+        lowered.compile()  # XLA, without the GIL or the lock: overlaps the next policy's tracing
+    return init_fn, chunk_fn, specs, carry
+
+
+def _chunk_args(chunk_size: int) -> tuple[np.ndarray, np.ndarray, np.int32]:
+    """Arguments of the right shapes for compiling a chunk function (rounds, checkpoint slots, active count)."""
+    return np.arange(1, chunk_size + 1, dtype=np.int32), np.full(chunk_size, -1, np.int32), np.int32(chunk_size)
+
+
+def _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record) -> float:
+    """Compile every policy's chunk function concurrently, one thread per policy up to the CPU count.
+
+    Tracing and lowering run one policy at a time, under a lock (Python tracing is not thread-safe
+    for every model library: numpyro's handler stack is a module global); XLA's compilation (most
+    of a cold compile) runs outside the lock and releases the GIL, so on a multi-core host one
+    policy compiles while the next one traces. The compiled programs
+    land in JAX's in-process caches (and the persistent cache), where :func:`_run_policy`'s own
+    compile step then finds them. Returns the wall seconds spent. ``BAYESFAIR_SERIAL_COMPILE=1``
+    turns this off (each policy then compiles just before its first chunk, as with one policy).
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(len(policies), os.cpu_count() or 1)
+    if workers < 2 or os.environ.get("BAYESFAIR_SERIAL_COMPILE", "0").lower() not in ("", "0", "false", "no"):
+        return 0.0
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayesfair-compile") as pool:
+        futures = [pool.submit(_prepare, env, pol, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record,
+                               True) for pol in policies.values()]
+        for f in futures:
+            while not f.done():  # poll, so that Ctrl-C and the CLI's SIGTERM handler stay responsive
+                time.sleep(0.005)
+            f.result()  # re-raise a tracing or compilation error here, in the caller's thread
+    return time.perf_counter() - t0
+
+
 def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards, env_keys, pol_keys, progress,
                 name=None, checkpointer=None, round_log=None):
     t_compile = time.perf_counter()
-    init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, round_log is not None)
-    run_index = jnp.arange(runs, dtype=jnp.int32)
-    carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards), _shard_runs(run_index, n_shards))
+    init_fn, chunk_fn, specs, carry = _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_keys,
+                                               round_log is not None)
     compile_seconds = time.perf_counter() - t_compile
     compiled = False
     n_ckpt = grid.size
@@ -369,7 +418,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
         slots[in_chunk - t0] = np.arange(in_chunk.size, dtype=np.int32)
         if not compiled:  # compile ahead of the first chunk (timed; the jitted call below then reuses it)
             t_compile = time.perf_counter()
-            chunk_fn.lower(carry, ts, slots, n_active).compile()
+            chunk_fn.lower(carry, *_chunk_args(chunk_size)).compile()
             compile_seconds += time.perf_counter() - t_compile
             if hasattr(progress, "compiled"):
                 progress.compiled(compile_seconds)
@@ -599,6 +648,11 @@ def simulate(
     env_keys = jax.random.split(k_env, runs)
     pol_keys = jax.random.split(k_pol, runs)
     progress_fn = _Progress(progress, horizon * runs * len(policies))
+    if len(policies) > 1:
+        together = _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_keys, pol_keys,
+                                     round_log is not None)
+        if together:
+            progress_fn.compiled(together)
     outputs: dict[str, SimulationOutput] = {}
     env_params = None
     for name, pol in policies.items():

@@ -7,10 +7,14 @@ Each measurement runs in a new Python process (``--child``) that loads the demo 
 compiling (tracing, lowering and compiling, or loading from the persistent cache; from the
 ``compile_seconds`` its progress callback reports). The first process uses an empty cache folder
 (cold), the second the same folder again (warm); ``--no-cache`` adds a process with the
-persistent cache turned off (``BAYESFAIR_NO_COMPILE_CACHE=1``). Writes JSON (atomically) and prints
-a table.
+persistent cache turned off (``BAYESFAIR_NO_COMPILE_CACHE=1``) and ``--serial`` a cold process (its
+own empty folder) with the policies compiled one after another (``BAYESFAIR_SERIAL_COMPILE=1``)
+instead of concurrently. With concurrent compilation (``simulate``'s default for several policies)
+the joint compile time is reported with the first policy; the ``total`` column compares the modes.
+Writes JSON (atomically) and prints a table.
 
-Usage: ``python experiments/benchmarks/compile_bench.py [--runs R] [--horizon T] [--no-cache] [--out FILE]``.
+Usage: ``python experiments/benchmarks/compile_bench.py [--runs R] [--horizon T] [--no-cache] [--serial]
+[--out FILE]``.
 """
 
 from __future__ import annotations
@@ -63,15 +67,20 @@ def main(argv=None):
     p.add_argument("--runs", type=int, default=20, help="runs R (default 20, the demo's)")
     p.add_argument("--horizon", type=int, default=2048, help="rounds T (default 2048: two chunks)")
     p.add_argument("--no-cache", action="store_true", help="also a process with the persistent cache off")
+    p.add_argument("--serial", action="store_true", help="also a cold process compiling the policies one by one")
     p.add_argument("--out", type=Path, default=Path("results/benchmarks/compile_bench.json"))
     args = p.parse_args(argv)
     for name in ("runs", "horizon"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     folder = tempfile.mkdtemp(prefix="bayesfair-compile-bench-")
-    base = {k: v for k, v in os.environ.items() if k not in ("BAYESFAIR_NO_COMPILE_CACHE", "JAX_COMPILATION_CACHE_DIR")}
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("BAYESFAIR_NO_COMPILE_CACHE", "JAX_COMPILATION_CACHE_DIR", "BAYESFAIR_SERIAL_COMPILE")}
     modes = {"cold": {**base, "BAYESFAIR_COMPILE_CACHE_DIR": folder},
              "warm": {**base, "BAYESFAIR_COMPILE_CACHE_DIR": folder}}
+    if args.serial:
+        own = tempfile.mkdtemp(prefix="bayesfair-compile-bench-")
+        modes = {"cold serial": {**base, "BAYESFAIR_COMPILE_CACHE_DIR": own, "BAYESFAIR_SERIAL_COMPILE": "1"}, **modes}
     if args.no_cache:
         modes = {"no cache": {**base, "BAYESFAIR_NO_COMPILE_CACHE": "1"}, **modes}
     report = {"benchmark": "compile", "settings": {"runs": args.runs, "horizon": args.horizon},
@@ -82,10 +91,11 @@ def main(argv=None):
     print(f"demo study, R={args.runs}, T={args.horizon}; load average {report['loadavg_at_start'][0]:.2f} -> "
           f"{report['loadavg_at_end'][0]:.2f}; compile seconds per policy (first call / second call in process)")
     policies = list(next(iter(report["modes"].values()))["calls"][0]["compile_seconds"])
-    print(f"{'mode':<9} {'process s':>9} " + " ".join(f"{name:>17}" for name in policies))
+    print(f"{'mode':<11} {'process s':>9} {'total':>15} " + " ".join(f"{name:>17}" for name in policies))
     for mode, r in report["modes"].items():
         first, second = r["calls"][0]["compile_seconds"], r["calls"][1]["compile_seconds"]
-        print(f"{mode:<9} {r['wall_seconds']:>9.1f} "
+        total = f"{sum(first.values()):.2f} / {sum(second.values()):.2f}"
+        print(f"{mode:<11} {r['wall_seconds']:>9.1f} {total:>15} "
               + " ".join(f"{first[n]:>8.2f} / {second[n]:>5.2f}" for n in policies))
     from bayesfair.io import write_text  # atomic (imports JAX: only here, the children stay light)
 
