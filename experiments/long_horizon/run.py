@@ -6,7 +6,7 @@ memory (the simulator's memory does not grow with the horizon: metrics are accum
 only recorded on the checkpoint grid).
 
 Usage: python experiments/long_horizon/run.py [--horizon 10000000] [--runs 50] [--arms 60]
-       [--chunk-size 8192] [--seed 0] [--out results/long_horizon]
+       [--chunk-size 8192] [--seed 0] [--out results/long_horizon] [--figure-from RESULTS.nc]
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.config import load_config
+from bayesfair.io import write_text
+from bayesfair.plotting import save_figure
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "long_horizon.toml"
 
@@ -34,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-size", type=int, help="rounds per jitted call (default: the config's, 8192)")
     p.add_argument("--seed", type=int, help="seed (default: the config's, 0)")
     p.add_argument("--out", type=Path, default=Path("results/long_horizon"))
+    p.add_argument("--figure-from", type=Path, metavar="NC",
+                   help="only draw the figure from an existing results file (into --out) and exit")
     args = p.parse_args(argv)
+    if args.figure_from is not None:
+        print(figure(bf.read_results(args.figure_from), args.out / "long_horizon_fr.png"))
+        return 0
 
     overrides = [f"{key}={value}" for key, value in (("horizon", args.horizon), ("runs", args.runs),
                                                       ("environment.n_arms", args.arms),
@@ -59,8 +66,30 @@ def main(argv: list[str] | None = None) -> int:
         "results_file": str(path),
     }
     print(json.dumps(summary, indent=2))
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text(args.out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    figure(ds, args.out / "long_horizon_fr.png")
     return 0
+
+
+def figure(ds, path: Path) -> Path:
+    """Log-log fairness regret (mean over runs, +- 2 s.e. band) with a sqrt(t) line through its value at T."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = ds["checkpoint"].values.astype(float)
+    fr = ds["fairness_regret"].sel(policy="FairX-TS").values
+    mean, se = fr.mean(axis=0), fr.std(axis=0, ddof=1) / np.sqrt(fr.shape[0])
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.fill_between(t, mean - 2 * se, mean + 2 * se, alpha=0.3, lw=0)
+    ax.plot(t, mean, label=f"FairX-TS, mean of {fr.shape[0]} runs (band: +- 2 s.e.)")
+    ax.plot(t, mean[-1] * np.sqrt(t / t[-1]), "k--", lw=1, label="c sqrt(t), through the value at T")
+    ax.set(xscale="log", yscale="log", xlabel="round t", ylabel="fairness regret FR(t)",
+           title=f"K = {ds.sizes['arm']} Bernoulli arms, f(mu) = exp(4 mu)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)  # atomic; closes the figure
 
 
 if __name__ == "__main__":
