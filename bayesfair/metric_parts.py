@@ -4,7 +4,7 @@ A component (a :class:`Metric`) contributes
 
 - ``specs(ctx)``: its accumulated quantities (:class:`bayesfair.metrics.MetricSpec`: a sum, a
   running minimum or a latest value), given the study's shapes (:class:`SpecContext`);
-- ``init()`` and ``update(state, rnd)``: pure JAX, run inside the simulator's ``lax.scan`` and
+- ``init()`` and ``update(state, rnd)``: pure JAX, run inside the simulator's round loop and
   vmapped over runs. ``update`` receives the round (:class:`RoundData`) and the component's own
   carried state (``None`` for stateless components) and returns the new state and one term per
   spec; the simulator adds the terms to the accumulator (compensated sums,
@@ -71,7 +71,7 @@ class SpecContext(NamedTuple):
 
 
 class RoundData(NamedTuple):
-    """One round as a component's ``update`` sees it (inside the scan, one run)."""
+    """One round as a component's ``update`` sees it (inside the round loop, one run)."""
 
     probs: jax.Array  # [K] float32, pi_t
     mean: jax.Array  # [K] float32, mu_t

@@ -1,4 +1,4 @@
-"""The simulator: one ``lax.scan`` over rounds, vmapped over runs, run in chunks.
+"""The simulator: one loop over rounds (a ``fori_loop`` per chunk), vmapped over runs, run in chunks.
 
 Design (see docs/developer/design.md):
 
@@ -17,8 +17,10 @@ Design (see docs/developer/design.md):
 - Compilation is paid once: the jitted chunk functions of recent calls are kept in process (keyed
   by everything that determines their trace, :mod:`bayesfair._compile`), and the compiled programs
   in JAX's persistent cache on disk (on by default; ``BAYESFAIR_NO_COMPILE_CACHE=1`` opts out).
-  Each policy's chunk function is compiled ahead of its first chunk, timed, and the progress
-  bar's rate and ETA leave that time out.
+  The policies of a study are compiled concurrently before the first round (tracing one at a
+  time, XLA's compilation in parallel threads; ``BAYESFAIR_SERIAL_COMPILE=1`` compiles each just
+  before its first chunk instead). Compilation is timed, and the progress bar's rate and ETA
+  leave it out.
 """
 
 from __future__ import annotations
