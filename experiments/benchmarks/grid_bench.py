@@ -119,13 +119,14 @@ def numpy_fairx(runs, horizon, seed, k, policy):
             arm = np.argmax(rng.beta(alpha, beta), axis=1)
             pi = np.zeros((runs, k))
             pi[rows, arm] = 1.0
-        else:  # FairX-UCB: projected gradient ascent of pi(mu) . mu over the box, from its upper corner
+        else:  # FairX-UCB: projected gradient ascent of pi(mu) . mu over the box, from mu_hat clipped to it
+            # (fairx_ucb's default start="center"; an unpulled arm's mu_hat is 0.5, its box [0, 1])
             n = alpha + beta - 2.0
             mu_hat = np.where(n > 0, (alpha - 1.0) / np.maximum(n, 1.0), 0.5)
             w = UCB_W0 / np.sqrt(np.maximum(n, 1.0))
             low = np.where(n > 0, np.maximum(0.0, mu_hat - w), 0.0)
             high = np.where(n > 0, np.minimum(1.0, mu_hat + w), 1.0)
-            mu = high
+            mu = np.clip(mu_hat, low, high)
             for _ in range(UCB_STEPS):
                 mu = np.clip(mu + UCB_LR * fair_reward_gradient(mu), low, high)
             pi = _softmax(MERIT_C * mu)
