@@ -375,13 +375,16 @@ def _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_ke
     if workers < 2 or os.environ.get("BAYESFAIR_SERIAL_COMPILE", "0").lower() not in ("", "0", "false", "no"):
         return 0.0
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayesfair-compile") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayesfair-compile")
+    try:
         futures = [pool.submit(_prepare, env, pol, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record,
                                True) for pol in policies.values()]
         for f in futures:
             while not f.done():  # poll, so that Ctrl-C and the CLI's SIGTERM handler stay responsive
                 time.sleep(0.005)
             f.result()  # re-raise a tracing or compilation error here, in the caller's thread
+    finally:  # on an error or an interrupt: return at once, cancel the policies not started yet
+        pool.shutdown(wait=False, cancel_futures=True)
     return time.perf_counter() - t0
 
 

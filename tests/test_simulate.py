@@ -166,3 +166,36 @@ def test_long_chunks_keep_sums_exact_to_float32_precision():
     expected = t * np.float64(np.float32(1.0 / 7.0))
     assert np.abs(exposure - expected[None, :, None]).max() < 1e-2  # ulp(18725) ~ 2e-3
     np.testing.assert_array_equal(ds["pulls"].sel(policy="U").values.sum(-1), np.broadcast_to(t, (2, 3)))
+
+
+def test_concurrent_compilation_gives_the_serial_numbers_and_reports_errors(small_env, exp4, monkeypatch):
+    # simulate compiles a study's policies in threads (tracing under a lock); the numbers must be those
+    # of compiling them one by one, and an error raised while tracing one policy must reach the caller.
+    import importlib
+
+    sim = importlib.import_module("bayesfair.simulate")
+    pols = {**_pols(exp4), "ts": bf.thompson(bf.beta_bernoulli())}
+    together = bf.simulate(3, small_env, pols, 200, 4, merit=exp4, chunk_size=64)
+    monkeypatch.setenv("BAYESFAIR_SERIAL_COMPILE", "1")
+    serial = bf.simulate(3, small_env, pols, 200, 4, merit=exp4, chunk_size=64)
+    for name in ("fairness_regret", "reward_regret", "pulls"):
+        np.testing.assert_array_equal(together[name].values, serial[name].values)
+    monkeypatch.delenv("BAYESFAIR_SERIAL_COMPILE")
+
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: simulate compiles the policies one by one, no thread pool to test")
+    good = pols["ts"]
+
+    def broken_select(key, state, obs):
+        raise RuntimeError("select cannot be traced")
+
+    broken = bf.Policy(good.init, broken_select, good.update, "broken")
+    keys = sim.as_key(0)
+    import jax
+
+    run_keys = jax.random.split(keys, 4)
+    with pytest.raises(RuntimeError, match="select cannot be traced"):
+        sim._compile_together(small_env, {"ok": good, "bad": broken}, sim.default_metrics(exp4, None), 4, 64, 1,
+                              run_keys, run_keys, False)
