@@ -25,6 +25,11 @@ def pytest_configure(config):
 
         folder = tempfile.mkdtemp(prefix="bayesfair-jax-")
     os.environ["BAYESFAIR_COMPILE_CACHE_DIR"] = str(folder)
+    # `make test` already runs two worker processes on two cores, so simulate's concurrent compilation
+    # of a study's policies only adds threads there (measured: 39.0 s serial vs 41.7 s concurrent on
+    # two test files from a cold cache). Tests compile serially unless they set this variable themselves
+    # (test_simulate's concurrent-compilation test does).
+    os.environ.setdefault("BAYESFAIR_SERIAL_COMPILE", "1")
 
 
 @pytest.fixture

@@ -172,17 +172,21 @@ def test_concurrent_compilation_gives_the_serial_numbers_and_reports_errors(smal
     # simulate compiles a study's policies in threads (tracing under a lock); the numbers must be those
     # of compiling them one by one, and an error raised while tracing one policy must reach the caller.
     import importlib
+    import os
 
     sim = importlib.import_module("bayesfair.simulate")
     pols = {**_pols(exp4), "ts": bf.thompson(bf.beta_bernoulli())}
+    real, spent = sim._compile_together, []
+    monkeypatch.setattr(sim, "_compile_together", lambda *a: spent.append(real(*a)) or spent[-1])
+    monkeypatch.setenv("BAYESFAIR_SERIAL_COMPILE", "0")  # the default (conftest turns it off for the suite)
     together = bf.simulate(3, small_env, pols, 200, 4, merit=exp4, chunk_size=64)
     monkeypatch.setenv("BAYESFAIR_SERIAL_COMPILE", "1")
     serial = bf.simulate(3, small_env, pols, 200, 4, merit=exp4, chunk_size=64)
+    if (os.cpu_count() or 1) >= 2:
+        assert spent[0] > 0 and spent[1] == 0.0  # the thread pool ran in the first call only
     for name in ("fairness_regret", "reward_regret", "pulls"):
         np.testing.assert_array_equal(together[name].values, serial[name].values)
-    monkeypatch.delenv("BAYESFAIR_SERIAL_COMPILE")
-
-    import os
+    monkeypatch.setenv("BAYESFAIR_SERIAL_COMPILE", "0")
 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one CPU: simulate compiles the policies one by one, no thread pool to test")
