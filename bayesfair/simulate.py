@@ -363,9 +363,9 @@ def _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_ke
     Tracing and lowering run one policy at a time, under a lock (Python tracing is not thread-safe
     for every model library: numpyro's handler stack is a module global); XLA's compilation (most
     of a cold compile) runs outside the lock and releases the GIL, so on a multi-core host one
-    policy compiles while the next one traces. The compiled programs
-    land in JAX's in-process caches (and the persistent cache), where :func:`_run_policy`'s own
-    compile step then finds them. Returns the wall seconds spent. ``BAYESFAIR_SERIAL_COMPILE=1``
+    policy compiles while the next one traces. The compiled programs land in JAX's in-process
+    caches (and the persistent cache), where :func:`_run_policy`'s own compile step then finds
+    them. Returns the wall seconds spent (0 when it does nothing). ``BAYESFAIR_SERIAL_COMPILE=1``
     turns this off (each policy then compiles just before its first chunk, as with one policy).
     """
     import os
