@@ -14,22 +14,28 @@ and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` thi
 slower than :func:`gamma` below on this project's benchmark (see
 ``experiments/benchmarks/README.md``). Here one proposal is made for the whole array with one
 key, and a single array-level loop re-proposes only for the lanes that were rejected: a few
-fresh proposals per iteration, handed to the first rejected lanes (issue 18: re-proposing for
-every lane in every iteration made the loop cost several times the first proposal, since nearly
-every round of a simulation has some rejected lane among its runs x arms x 2 lanes).
+fresh proposals per iteration, handed to the first rejected lanes and evaluated for those lanes
+only (issue 18: re-proposing for every lane in every iteration made the loop cost several times
+the first proposal, since nearly every round of a simulation has some rejected lane among its
+runs x arms x 2 lanes). Under ``vmap`` a batching rule decides all runs' first proposals as one
+flat array (see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap").
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.custom_batching import custom_vmap
 
 __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set"]
 
 
 MAX_PROPOSALS = 32  # proposals per lane (on average) before giving up with NaN (see the module docstring)
-_LANES_PER_RETRY = 16  # a retry of the rejection loop makes one fresh proposal per this many lanes (rounded up)
+_LANES_PER_RETRY = 32  # a retry of the rejection loop makes one fresh proposal per this many lanes (rounded up)
 _SERIES_BELOW = 0.1  # |y| below which h(y) is summed as a series (see _mt_log_accept)
 
 
@@ -59,14 +65,17 @@ def _mt_log_accept(x: jax.Array, d: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.where(positive, 3.0 * d * h, -jnp.inf)
 
 
-def _mt_proposal(key: jax.Array, d: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One Marsaglia-Tsang (2000) proposal per lane: returns (accepted, value)."""
+def _proposals(key: jax.Array, n: int, dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """n Marsaglia-Tsang proposals: a standard normal and a uniform in (0, 1) each."""
     kx, ku = jax.random.split(key)
-    x = jax.random.normal(kx, d.shape, d.dtype)
-    u = jax.random.uniform(ku, d.shape, d.dtype, minval=jnp.finfo(d.dtype).tiny)
+    return (jax.random.normal(kx, (n,), dtype),
+            jax.random.uniform(ku, (n,), dtype, minval=jnp.finfo(dtype).tiny))
+
+
+def _mt_decide(x: jax.Array, u: jax.Array, d: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Marsaglia & Tsang (2000): proposal (x, u) for d = shape - 1/3, c = 1/sqrt(9 d) -> (accepted, value)."""
     v = 1.0 + c * x
-    ok = jnp.log(u) < _mt_log_accept(x, d, c)
-    return ok, d * v * v * v
+    return jnp.log(u) < _mt_log_accept(x, d, c), d * v * v * v
 
 
 def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -> jax.Array:
@@ -79,13 +88,18 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
 
     Every lane gets one proposal (one normal and one uniform call for the whole array). The
     lanes it rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are
-    retried in a ``while_loop`` whose every iteration draws M = ceil(L / 16) fresh proposals (L
-    lanes) and hands proposal i to the i-th still-rejected lane in lane order. The assignment
-    depends only on earlier accept/reject outcomes, never on the proposal it hands out, so each
-    lane still sees a sequence of independent fresh proposals and keeps the first accepted one:
-    the accepted value has exactly the Gamma law, independently across lanes. Under ``vmap`` (the
-    simulator's runs) an iteration costs M proposals per run instead of L, which is what made
-    the loop cheap (issue 18; ``experiments/benchmarks/README.md``).
+    retried in a ``while_loop`` whose every iteration draws M = ceil(L / 32) fresh proposals (L
+    lanes) and hands proposal i to the i-th still-rejected lane in lane order; only those M
+    proposals are evaluated, and the accepted ones are written back to their lanes. The
+    assignment depends only on earlier accept/reject outcomes, never on the proposal it hands
+    out, so each lane still sees a sequence of independent fresh proposals and keeps the first
+    accepted one: the accepted value has exactly the Gamma law, independently across lanes.
+
+    Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) evaluates
+    the first proposals of all runs as one flat array and vmaps the retry loop, so an iteration
+    costs M proposals per run; every run still uses only its own key, and its numbers are those
+    of the unbatched call with that run's key up to float32 rounding (relative 5e-7; tested), so
+    they never depend on the other runs.
 
     A shape that is not a positive finite number gives NaN (without entering the rejection
     loop), and the loop stops after ``MAX_PROPOSALS * ceil(L / M)`` iterations (as many
@@ -95,22 +109,60 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     a = jnp.asarray(shape_param)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         a = a.astype(jnp.float32)
-    k_first, k_loop, k_boost = jax.random.split(key, 3)
+    k_lanes, k_boost = _split_gamma_key(key)
     a_eff = a
     if allow_small:
         small = a < 1.0
         a_eff = jnp.where(small, a + 1.0, a)
     invalid = ~(a > 0.0) | ~jnp.isfinite(a)  # NaN shapes included (comparisons with NaN are false)
     a_eff = jnp.where(invalid, 1.0, a_eff)  # any valid shape, so the loop does not wait on these lanes
-    d = a_eff - 1.0 / 3.0
-    c = lax.rsqrt(9.0 * d)
-    ok, val = _mt_proposal(k_first, d, c)
-    ok, val = _retry_rejected(k_loop, d.reshape(-1), c.reshape(-1), ok.reshape(-1), val.reshape(-1))
+    ok, val = _mt_lanes(k_lanes, (a_eff - 1.0 / 3.0).reshape(-1))
     val = jnp.where(ok.reshape(a.shape) & ~invalid, val.reshape(a.shape), jnp.nan)
     if allow_small:
         u = jax.random.uniform(k_boost, a.shape, val.dtype, minval=jnp.finfo(val.dtype).tiny)
         val = jnp.where(small, val * u ** (1.0 / a), val)
     return val
+
+
+def _split_gamma_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The two keys of :func:`gamma`: the Marsaglia-Tsang lanes', and the boost uniforms' (shapes < 1)."""
+    k_lanes, k_boost = jax.random.split(key)
+    return k_lanes, k_boost
+
+
+@custom_vmap
+def _mt_lanes(key: jax.Array, d: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Marsaglia-Tsang on flat lanes ``d = shape - 1/3`` (``[L]``, >= 2/3): one proposal each, then the
+    rejection loop (:func:`_retry_rejected`). Returns (accepted, value)."""
+    k_first, k_retry = jax.random.split(key)
+    c = lax.rsqrt(9.0 * d)
+    ok, val = _mt_decide(*_proposals(k_first, d.shape[0], d.dtype), d, c)
+    return _retry_rejected(k_retry, d, c, ok, val)
+
+
+@_mt_lanes.def_vmap
+def _mt_lanes_batched(axis_size: int, in_batched: Sequence[bool], key: jax.Array,
+                      d: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple[bool, bool]]:
+    """:func:`_mt_lanes` for a batch ``[B, L]``: the same keys and arithmetic per batch member, laid out flat.
+
+    XLA's CPU code for the element-wise acceptance test on ``[B, L]`` operands inside the
+    simulator's loop depends strongly on L (``experiments/benchmarks/README.md``: at L = 20 a
+    round cost 3.4x more than at L = 32), while on a flat ``[B * L]`` array it is one long
+    vectorized loop. So the first proposals are generated per member (its own key) and decided
+    as one flat array; the rejection loop is vmapped (its work is M proposals per member).
+    """
+    key_batched, d_batched = in_batched
+    if not key_batched:
+        key = jnp.broadcast_to(key, (axis_size, *key.shape))
+    if not d_batched:
+        d = jnp.broadcast_to(d, (axis_size, *d.shape))
+    keys = jax.vmap(jax.random.split)(key)
+    n_lanes = d.shape[-1]
+    x, u = jax.vmap(lambda k: _proposals(k, n_lanes, d.dtype))(keys[:, 0])
+    c = lax.rsqrt(9.0 * d)
+    ok, val = _mt_decide(x.reshape(-1), u.reshape(-1), d.reshape(-1), c.reshape(-1))
+    ok, val = jax.vmap(_retry_rejected)(keys[:, 1], d, c, ok.reshape(d.shape), val.reshape(d.shape))
+    return (ok, val), (True, True)
 
 
 def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
@@ -119,20 +171,16 @@ def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
     n_lanes = d.shape[0]
     m = max(1, -(-n_lanes // _LANES_PER_RETRY))
     limit = MAX_PROPOSALS * -(-n_lanes // m)
-    tiny = jnp.finfo(d.dtype).tiny
 
     def body(carry):
         k, ok, val, n = carry
-        k, kx, ku = jax.random.split(k, 3)
-        x = jax.random.normal(kx, (m,), d.dtype)
-        u = jax.random.uniform(ku, (m,), d.dtype, minval=tiny)
-        rank = jnp.cumsum(~ok) - 1  # i-th rejected lane (lane order) -> i
-        take = ~ok & (rank < m)
-        slot = jnp.clip(rank, 0, m - 1)
-        x_lane, u_lane = x[slot], u[slot]
-        accept = take & (jnp.log(u_lane) < _mt_log_accept(x_lane, d, c))
-        v = 1.0 + c * x_lane
-        return k, ok | accept, jnp.where(accept, d * v * v * v, val), n + 1
+        k, k_prop = jax.random.split(k)
+        x, u = _proposals(k_prop, m, d.dtype)
+        lane = jnp.nonzero(~ok, size=m, fill_value=n_lanes)[0]  # the first m rejected lanes; n_lanes: none
+        at = jnp.minimum(lane, n_lanes - 1)
+        accept, value = _mt_decide(x, u, d[at], c[at])
+        to = jnp.where(accept & (lane < n_lanes), lane, n_lanes)  # out of range: dropped
+        return k, ok.at[to].set(True, mode="drop"), val.at[to].set(value, mode="drop"), n + 1
 
     _, ok, val, _ = lax.while_loop(lambda s: ~jnp.all(s[1]) & (s[3] < limit), body, (key, ok, val, jnp.int32(0)))
     return ok, val

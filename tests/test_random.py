@@ -64,7 +64,7 @@ def test_marsaglia_tsang_decisions_match_float64(shape):
 
 def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
     # The simulator's layout: one gamma call per run (vmap) on 20 lanes, so a retry iteration hands
-    # 2 fresh proposals to the first rejected lanes of its run (issue 18). Shapes 1 (5% rejected) and
+    # one fresh proposal to the first rejected lane of its run (issue 18). Shapes 1 (5% rejected) and
     # 2.5 alternate, so proposals are handed to lanes of different shapes; every shape, and the last
     # lane alone (the one served last), must keep the exact Gamma law.
     batch = 2000
@@ -76,6 +76,25 @@ def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
         x = np.sort(g[:, lanes].reshape(-1))
         d = _ks(x, np.asarray(gammainc(shape, jnp.asarray(x))))
         assert d < 1.95 / np.sqrt(x.size), f"KS distance {d:.4f} for Gamma({shape}), lanes {lanes}"
+
+
+def test_gamma_batching_rule_gives_each_run_the_numbers_of_its_own_key():
+    # Under vmap, gamma's batching rule lays the first proposals of all runs out as one flat array
+    # and vmaps the retry loop. Each run must still get exactly what the unbatched call with its
+    # key gives (so a run's numbers never depend on the other runs or on R), whether the shapes are
+    # batched or shared, with small shapes (boost), rejected lanes (shape 1) and invalid ones (NaN),
+    # and under a second vmap.
+    shapes = jnp.asarray(np.random.default_rng(5).choice([1.0, 1.0, 2.5, 0.4, 40.0, np.nan], (64, 20)), jnp.float32)
+    keys = jax.random.split(jax.random.key(22), 64)
+    one_by_one = np.stack([np.asarray(_random.gamma(k, s)) for k, s in zip(keys, shapes, strict=True)])
+    batched = np.asarray(jax.jit(jax.vmap(_random.gamma))(keys, shapes))
+    np.testing.assert_array_equal(np.isnan(batched), np.isnan(one_by_one))
+    np.testing.assert_allclose(batched, one_by_one, rtol=2e-6)
+    assert np.isnan(batched).sum() == np.isnan(np.asarray(shapes)).sum()  # only the invalid shapes
+    shared = np.asarray(jax.vmap(lambda k: _random.gamma(k, shapes[0]))(keys))
+    np.testing.assert_allclose(shared, np.stack([np.asarray(_random.gamma(k, shapes[0])) for k in keys]), rtol=2e-6)
+    nested = np.asarray(jax.vmap(jax.vmap(_random.gamma))(keys.reshape(8, 8), shapes.reshape(8, 8, 20)))
+    np.testing.assert_allclose(nested.reshape(64, 20), one_by_one, rtol=2e-6)
 
 
 def test_allow_small_false_matches_for_large_shapes():

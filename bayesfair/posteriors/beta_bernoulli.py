@@ -108,7 +108,7 @@ def _beta_small_shapes(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     invalid = ~(shape > 0.0) | ~jnp.isfinite(shape)
     base = _random.gamma(key, jnp.where(invalid, 1.0, jnp.where(small, shape + 1.0, shape)), allow_small=False)
     base = jnp.where(invalid, jnp.nan, base)
-    k_boost = jax.random.split(key, 3)[2]
+    k_boost = _random._split_gamma_key(key)[1]
     u = jax.random.uniform(k_boost, shape.shape, base.dtype, minval=jnp.finfo(base.dtype).tiny)
     g = jnp.where(small, base * u ** (1.0 / shape), base)
     ratio = g[0] / (g[0] + g[1])
