@@ -88,9 +88,10 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
 
     Every lane gets one proposal (one normal and one uniform call for the whole array). The
     lanes it rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are
-    retried in a ``while_loop`` whose every iteration draws M = ceil(L / 32) fresh proposals (L
-    lanes) and hands proposal i to the i-th still-rejected lane in lane order; only those M
-    proposals are evaluated, and the accepted ones are written back to their lanes. The
+    retried in a ``while_loop`` whose every iteration draws M = max(2, ceil(L / 32)) fresh
+    proposals (at most L, the lane count) and hands proposal i to the i-th still-rejected lane
+    in lane order; only those M proposals are evaluated, and the accepted ones are written back
+    to their lanes. The
     assignment depends only on earlier accept/reject outcomes, never on the proposal it hands
     out, so each lane still sees a sequence of independent fresh proposals and keeps the first
     accepted one: the accepted value has exactly the Gamma law, independently across lanes.
@@ -169,7 +170,7 @@ def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
                     val: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The rejection loop of :func:`gamma` over flat lanes: fresh proposals for rejected lanes only."""
     n_lanes = d.shape[0]
-    m = max(1, -(-n_lanes // _LANES_PER_RETRY))
+    m = min(n_lanes, max(2, -(-n_lanes // _LANES_PER_RETRY)))
     limit = MAX_PROPOSALS * -(-n_lanes // m)
 
     def body(carry):

@@ -64,7 +64,7 @@ def test_marsaglia_tsang_decisions_match_float64(shape):
 
 def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
     # The simulator's layout: one gamma call per run (vmap) on 20 lanes, so a retry iteration hands
-    # one fresh proposal to the first rejected lane of its run (issue 18). Shapes 1 (5% rejected) and
+    # 2 fresh proposals to the first rejected lanes of its run (issue 18). Shapes 1 (5% rejected) and
     # 2.5 alternate, so proposals are handed to lanes of different shapes; every shape, and the last
     # lane alone (the one served last), must keep the exact Gamma law.
     batch = 2000
