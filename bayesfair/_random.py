@@ -91,10 +91,10 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     retried in a ``while_loop`` whose every iteration draws M = max(2, ceil(L / 32)) fresh
     proposals (at most L, the lane count) and hands proposal i to the i-th still-rejected lane
     in lane order; only those M proposals are evaluated, and the accepted ones are written back
-    to their lanes. The
-    assignment depends only on earlier accept/reject outcomes, never on the proposal it hands
-    out, so each lane still sees a sequence of independent fresh proposals and keeps the first
-    accepted one: the accepted value has exactly the Gamma law, independently across lanes.
+    to their lanes. The assignment depends only on earlier accept/reject outcomes, never on the
+    proposal it hands out, so each lane still sees a sequence of independent fresh proposals and
+    keeps the first accepted one: the accepted value has exactly the Gamma law, independently
+    across lanes.
 
     Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) evaluates
     the first proposals of all runs as one flat array and vmaps the retry loop, so an iteration

@@ -222,12 +222,20 @@ def test_grid_numpy_child_in_a_fresh_process():
 # process through the benchmark's own child protocol, with independent random numbers, so
 # z = (mean_numpy - mean_bayesfair) / s.e. is about N(0, 1) when both implement the same
 # algorithm; |z| <= 4 has a false-alarm rate of ~6e-5 per family.
-AGREEMENT_SIZES = {"fair_greedy": (64, 400), "bf_ucb_k15": (64, 400), "fairx_lints": (128, 500)}
+AGREEMENT_SIZES = {"fair_greedy": (64, 400), "bf_ucb_k15": (64, 400), "bf_ts_k15": (64, 400),
+                   "fairx_lints": (128, 500)}
+
+
+AGREEMENT_FAMILIES = ["fairx_ts_k10", "fairx_ts_k60", "ts_k10", "fairx_ucb_k10", "bf_ucb_k15", "bf_ts_k15",
+                      "fairx_lints", "fair_greedy", "gfti"]
+
+
+def test_agreement_test_covers_every_benchmark_family():
+    assert sorted(AGREEMENT_FAMILIES) == sorted(_import("grid_bench").FAMILIES)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["fairx_ts_k10", "fairx_ts_k60", "ts_k10", "fairx_ucb_k10", "bf_ucb_k15",
-                                    "fairx_lints", "fair_greedy", "gfti"])
+@pytest.mark.parametrize("family", AGREEMENT_FAMILIES)
 def test_numpy_reference_agrees_with_bayesfair(family):
     grid = _import("grid_bench")
     runs, horizon = AGREEMENT_SIZES.get(family, (200, 1000))
