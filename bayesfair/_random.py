@@ -170,6 +170,8 @@ def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
                     val: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The rejection loop of :func:`gamma` over flat lanes: fresh proposals for rejected lanes only."""
     n_lanes = d.shape[0]
+    if n_lanes == 0:  # nothing to retry (and no proposal count to divide by)
+        return ok, val
     m = min(n_lanes, max(2, -(-n_lanes // _LANES_PER_RETRY)))
     limit = MAX_PROPOSALS * -(-n_lanes // m)
 

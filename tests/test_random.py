@@ -97,6 +97,13 @@ def test_gamma_batching_rule_gives_each_run_the_numbers_of_its_own_key():
     np.testing.assert_allclose(nested.reshape(64, 20), one_by_one, rtol=2e-6)
 
 
+def test_gamma_and_beta_of_empty_arrays_are_empty():
+    assert _random.gamma(jax.random.key(0), jnp.zeros((0,))).shape == (0,)
+    assert _random.beta(jax.random.key(0), jnp.zeros((0, 3)), jnp.zeros((0, 3))).shape == (0, 3)
+    keys = jax.random.split(jax.random.key(1), 4)
+    assert jax.vmap(lambda k: _random.gamma(k, jnp.zeros((0,))))(keys).shape == (4, 0)
+
+
 def test_allow_small_false_matches_for_large_shapes():
     a = jnp.full((N,), 7.0)
     x = np.sort(np.asarray(_random.gamma(jax.random.key(3), a, allow_small=False)))
