@@ -293,7 +293,12 @@ def numpy_bilevel(policy, means, sizes, beta, horizon, seed, *, delta=0.01, meri
 # measurements
 
 
-def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_checkpoints=()):
+def study_objects(study, policy, k):
+    """The study's environment for K arms and its ``policy`` (beta = :data:`BETA`), as run_bayesfair uses them."""
+    return study.environment(SETTING_OF_K[k]), study.policies(BETA, with_baselines=False)[policy]
+
+
+def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_checkpoints=(), objects=None):
     """One timed ``bayesfair.simulate`` call, as the study makes it (compilation included).
 
     Parameters
@@ -306,14 +311,16 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
     runs, horizon, seed, chunk_size : int
     extra_checkpoints : sequence of int
         Rounds added to the study's checkpoint grid (the cross-check's horizon).
+    objects : (Environment, Policy), optional
+        The study's environment and policy, built by the caller once (so that a second call
+        reuses the compiled functions: ``grid_bench.py``'s steady state); by default built here.
 
     Returns
     -------
     harness.Timed
         Wall seconds, the per-chunk time stamps and the simulator's dataset.
     """
-    env = study.environment(SETTING_OF_K[k])
-    pol = study.policies(BETA, with_baselines=False)[policy]
+    env, pol = objects if objects is not None else study_objects(study, policy, k)
     grid = np.union1d(bayesfair.checkpoint_grid(horizon, 80), [c for c in extra_checkpoints if c <= horizon])
     return harness.simulate(seed, env, {policy: pol}, horizon, runs, merit=study.MERIT, checkpoints=grid,
                             chunk_size=min(chunk_size, horizon), floors=BETA)

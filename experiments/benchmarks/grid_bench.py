@@ -239,21 +239,16 @@ def numpy_bilevel(runs, horizon, seed, means, policy):
 @functools.cache
 def _bilevel_objects(policy):
     b, study = _script("bilevel_bench"), _bilevel()
-    return (study.environment(b.SETTING_OF_K[15]), study.policies(b.BETA, with_baselines=False)[policy], study.MERIT,
-            b.BETA)
+    return study, b.study_objects(study, policy, 15)
 
 
 def bayesfair_bilevel(runs, horizon, seed, chunk_size, policy):
-    """``simulate`` of ``policy`` (BF-UCB or BF-TS, K = 15) exactly as :func:`bilevel_bench.run_bayesfair`
-    calls it (the study's environment, policy, merit, floors and checkpoint grid), with the objects
-    built once per process so that the second call is a true steady state; ``[R]`` final group
-    fairness regret."""
-    import bayesfair
-
-    env, pol, merit, beta = _bilevel_objects(policy)
-    ds = bayesfair.simulate(seed, env, {policy: pol}, horizon, runs, merit=merit,
-                            checkpoints=bayesfair.checkpoint_grid(horizon, 80), chunk_size=min(chunk_size, horizon),
-                            floors=beta)
+    """:func:`bilevel_bench.run_bayesfair` of ``policy`` (BF-UCB or BF-TS, K = 15), with the study's
+    objects built once per process so that the second call is a true steady state; ``[R]`` final
+    group fairness regret."""
+    study, objects = _bilevel_objects(policy)
+    ds = _script("bilevel_bench").run_bayesfair(study, policy, 15, runs, horizon, seed, chunk_size,
+                                                objects=objects).value
     return ds["group_fairness_regret"].sel(policy=policy).values[:, -1]
 
 
