@@ -96,6 +96,8 @@ def test_gamma_batching_rule_gives_each_run_the_numbers_of_its_own_key():
     np.testing.assert_allclose(shared, np.stack([np.asarray(single(k, shapes[0])) for k in keys]), rtol=2e-6)
     nested = np.asarray(jax.vmap(jax.vmap(_random.gamma))(keys.reshape(8, 8), shapes.reshape(8, 8, 20)))
     np.testing.assert_allclose(nested.reshape(64, 20), one_by_one, rtol=2e-6)
+    one_key = np.asarray(jax.vmap(lambda s: _random.gamma(keys[0], s))(shapes))  # the rule's unbatched-key path
+    np.testing.assert_allclose(one_key, np.stack([np.asarray(single(keys[0], s)) for s in shapes]), rtol=2e-6)
 
 
 def test_gamma_and_beta_of_empty_arrays_are_empty():
