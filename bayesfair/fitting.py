@@ -422,6 +422,13 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
     from numpyro.infer import MCMC, NUTS, HMCGibbs
     from numpyro.infer.initialization import init_to_median
 
+    from bayesfair._compile import enable_persistent_cache
+
+    # Before anything compiles. Besides saving a new process the compilation, the cache stops
+    # numpyro's sequential chains from compiling the same sampling loop once per chain (it builds
+    # fresh closures for every chain; the programs are identical, so chains 2..n load chain 1's):
+    # measured on test_fitting's normal fits, 4 chains, cold folder: 14.8 + 10.0 s -> 10.1 + 4.9 s.
+    enable_persistent_cache()
     dtype = jnp.float64 if x64 else jnp.float32
 
     def cast(v):

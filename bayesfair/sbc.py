@@ -238,6 +238,9 @@ def sbc(prior_draw: Callable[[jax.Array], Any], simulate: Callable[[jax.Array, A
                              f"{sorted(theta)})")
         return {k: theta[k] for k in draws}, draws
 
+    from bayesfair._compile import enable_persistent_cache
+
+    enable_persistent_cache()  # before anything compiles, as in simulate and fit (bayesfair._compile)
     keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(n))
     if vectorize:
         theta, draws = jax.jit(jax.vmap(one))(keys)
