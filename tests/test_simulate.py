@@ -203,3 +203,36 @@ def test_concurrent_compilation_gives_the_serial_numbers_and_reports_errors(smal
     with pytest.raises(RuntimeError, match="select cannot be traced"):
         sim._compile_together(small_env, {"ok": good, "bad": broken}, sim.default_metrics(exp4, None), 4, 64, 1,
                               run_keys, run_keys, False)
+
+
+def test_a_new_process_imports_xarray_while_the_first_chunk_runs():
+    """simulate starts xarray's import in a thread after dispatching the first chunk (once per
+    process) and joins it before building the Dataset; the results are those of a process that
+    imported xarray first."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import json, sys
+        import bayesfair, numpy as np
+        import importlib
+        sim = importlib.import_module("bayesfair.simulate")
+        if sys.argv[1] == "first":
+            import xarray
+        assert ("xarray" in sys.modules) == (sys.argv[1] == "first")
+        env = bayesfair.bernoulli_arms(np.array([0.2, 0.7]))
+        ds = bayesfair.simulate(0, env, {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}, 16, 3, chunk_size=8)
+        t = sim._WARM_IMPORTS
+        print(json.dumps({"thread": t is not None, "alive": t is not None and t.is_alive(),
+                          "regret": ds["regret"].values.tolist()}))
+    """)
+    outs = {}
+    for mode in ("first", "during"):  # the session's compile cache (conftest): the second process loads the first's
+        out = subprocess.run([sys.executable, "-c", script, mode], env=dict(os.environ), capture_output=True, text=True,
+                             check=True)
+        outs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert outs["during"]["thread"] and not outs["during"]["alive"]
+    assert not outs["first"]["thread"]  # already imported: no thread
+    assert outs["during"]["regret"] == outs["first"]["regret"]

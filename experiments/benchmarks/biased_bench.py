@@ -211,17 +211,26 @@ def _policy(key):
     return pb.group_fair_ts(tau=TAU, s=S_PSI, sigma=SIGMA, prior_sd=PRIOR_SD)
 
 
-def run_jax(key, runs, horizon, seed, chunk_size):
+def study_objects(key):
+    """The environment, the policy ``key`` and the merit, as :func:`run_jax` uses them."""
+    env = synthetic_biased(N_ARMS, N_SENSITIVE, D, bias_mean=MU, coef_high=COEF_HIGH, noise_sd=NOISE_SD)
+    merit = bayesfair.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
+    return env, _policy(key), merit
+
+
+def run_jax(key, runs, horizon, seed, chunk_size, objects=None):
     """One timed ``bayesfair.simulate`` call (compilation included).
+
+    ``objects``: :func:`study_objects`'s, built once by the caller (so that a second call reuses the
+    compiled functions: ``grid_bench.py``'s steady state); by default built here.
 
     Returns
     -------
     harness.Timed
         Its ``value`` (``finals``) holds ``regret``, ``true_regret``, ``sensitive_share`` ``[R]`` at T.
     """
-    env = synthetic_biased(N_ARMS, N_SENSITIVE, D, bias_mean=MU, coef_high=COEF_HIGH, noise_sd=NOISE_SD)
-    merit = bayesfair.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
-    call = harness.simulate(seed, env, {key: _policy(key)}, horizon, runs, merit=merit, checkpoints=[horizon],
+    env, policy, merit = objects if objects is not None else study_objects(key)
+    call = harness.simulate(seed, env, {key: policy}, horizon, runs, merit=merit, checkpoints=[horizon],
                             chunk_size=min(chunk_size, horizon))
     fin = call.value.sel(policy=key, checkpoint=horizon)
     return call._replace(value={"regret": fin["regret"].values, "true_regret": fin["true_regret"].values,

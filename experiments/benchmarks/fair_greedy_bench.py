@@ -138,7 +138,12 @@ def numpy_fair_greedy(runs, horizon, seed):
     return {"fair_regret": fair_regret, "regret": regret, "exposure": exposure}
 
 
-def run_jax(runs, horizon, seed, chunk_size, block):
+def study_objects(horizon, block):
+    """The environment, Fair-Greedy (its schedule depends on T) and the merit, as :func:`run_jax` uses them."""
+    return gm.gmf_synthetic(), gp.fair_greedy(horizon, lam=LAM, rho=RHO, block=block), bayesfair.merit.exponential(1.0)
+
+
+def run_jax(runs, horizon, seed, chunk_size, block, objects=None):
     """One timed ``bayesfair.simulate`` call of Fair-Greedy (compilation included).
 
     Parameters
@@ -146,16 +151,18 @@ def run_jax(runs, horizon, seed, chunk_size, block):
     runs, horizon, seed, chunk_size : int
     block : int or None
         Fair-Greedy's block (None: ``default_block(T)``).
+    objects : tuple, optional
+        :func:`study_objects`'s, built once by the caller (so that a second call reuses the compiled
+        functions: ``grid_bench.py``'s steady state); by default built here.
 
     Returns
     -------
     harness.Timed
         Its ``value`` is the ``[R]`` fair pseudo-regret at T.
     """
-    env = gm.gmf_synthetic()
-    policy = gp.fair_greedy(horizon, lam=LAM, rho=RHO, block=block)
+    env, policy, merit = objects if objects is not None else study_objects(horizon, block)
     call = harness.simulate(seed, env, {"Fair-Greedy": policy}, horizon, runs,
-                            merit=bayesfair.merit.exponential(1.0), checkpoints=[horizon], chunk_size=chunk_size)
+                            merit=merit, checkpoints=[horizon], chunk_size=chunk_size)
     return call._replace(value=call.value["fair_regret"].sel(policy="Fair-Greedy").values[:, -1])
 
 

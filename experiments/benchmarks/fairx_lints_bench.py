@@ -150,7 +150,15 @@ def numpy_fairx_lints(runs, horizon, seed, theta, n_arms, sigma, solver="numpy")
     return out
 
 
-def run_jax(runs, horizon, seed, chunk_size, theta, n_arms, sigma):
+def study_objects(theta, n_arms, sigma):
+    """The environment, FairX-LinTS and the merit, as :func:`run_jax` uses them."""
+    theta = np.asarray(theta)
+    merit = bayesfair.merit.exponential(MERIT_C)
+    env = linear_bandit(n_arms, theta.size, theta=theta, sigma=sigma)
+    return env, fairx_lints(linear_known_variance(0.0, 1.0, sigma**2), merit), merit
+
+
+def run_jax(runs, horizon, seed, chunk_size, theta, n_arms, sigma, objects=None):
     """One timed ``bayesfair.simulate`` call of FairX-LinTS (compilation included).
 
     Parameters
@@ -167,16 +175,16 @@ def run_jax(runs, horizon, seed, chunk_size, theta, n_arms, sigma):
         K.
     sigma : float
         Noise standard deviation.
+    objects : tuple, optional
+        :func:`study_objects`'s, built once by the caller (so that a second call reuses the compiled
+        functions: ``grid_bench.py``'s steady state); by default built here.
 
     Returns
     -------
     harness.Timed
         Its ``value`` is the ``[R]`` fairness regret at T.
     """
-    theta = np.asarray(theta)
-    env = linear_bandit(n_arms, theta.size, theta=theta, sigma=sigma)
-    merit = bayesfair.merit.exponential(MERIT_C)
-    policy = fairx_lints(linear_known_variance(0.0, 1.0, sigma**2), merit)
+    env, policy, merit = objects if objects is not None else study_objects(theta, n_arms, sigma)
     call = harness.simulate(seed, env, {"FairX-LinTS": policy}, horizon, runs, merit=merit,
                             checkpoints=[horizon], chunk_size=chunk_size)
     return call._replace(value=call.value["fairness_regret"].sel(policy="FairX-LinTS", checkpoint=horizon).values)
