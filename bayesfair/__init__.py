@@ -5,10 +5,8 @@ On import, if JAX has not been imported yet, the host CPU is exposed as one XLA 
 or call :func:`set_host_devices` before importing JAX.
 """
 
-from __future__ import annotations
-
-import os
-import sys
+import os as _os
+import sys as _sys
 
 __version__ = "0.1.0"
 
@@ -18,16 +16,16 @@ def set_host_devices(n: int) -> bool:
 
     Returns True if the setting was applied.
     """
-    if "jax" in sys.modules:
+    if "jax" in _sys.modules:
         return False
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags = [f for f in _os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
     flags.append(f"--xla_force_host_platform_device_count={int(n)}")
-    os.environ["XLA_FLAGS"] = " ".join(flags)
+    _os.environ["XLA_FLAGS"] = " ".join(flags)
     return True
 
 
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    set_host_devices(int(os.environ.get("BAYESFAIR_HOST_DEVICES", os.cpu_count() or 1)))
+if "xla_force_host_platform_device_count" not in _os.environ.get("XLA_FLAGS", ""):
+    set_host_devices(int(_os.environ.get("BAYESFAIR_HOST_DEVICES", _os.cpu_count() or 1)))
 
 from bayesfair import merit  # noqa: E402
 from bayesfair.compat import IncompatibleError  # noqa: E402

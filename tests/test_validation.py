@@ -129,3 +129,17 @@ def test_policy_and_posterior_constructors_validate(exp4):
 def test_declared_ranges_refuse_odd_scalars(build, field, bad, form):
     with pytest.raises((ValueError, TypeError), match=field):
         build(form(bad))
+
+
+def test_the_top_level_namespace_is_the_documented_api():
+    """``dir(bayesfair)`` lists only ``__all__`` and bayesfair's own submodules (no stray imports
+    such as ``os``, ``sys`` or ``annotations``), and every name of ``__all__`` exists."""
+    import types
+
+    import bayesfair
+
+    stray = [n for n in dir(bayesfair) if not n.startswith("_") and n not in bayesfair.__all__
+             and not (isinstance(getattr(bayesfair, n), types.ModuleType)
+                      and getattr(bayesfair, n).__name__.startswith("bayesfair."))]
+    assert stray == []
+    assert [n for n in bayesfair.__all__ if not hasattr(bayesfair, n)] == []

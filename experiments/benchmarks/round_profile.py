@@ -4,7 +4,11 @@
 - ``gaussian``: the Gamma draws replaced by one Gaussian each (mean a, sd sqrt(a); inexact, a
   measurement of everything but the exact sampler only);
 - ``no-metrics``: without the FairX regrets;
-- ``one-device``: ``devices=1`` (the simulator otherwise shards the runs over one CPU device per core).
+- ``one-device``: ``devices=1`` (the simulator otherwise shards the runs over one CPU device per core);
+- ``uniform``: the Uniform Random policy instead (no posterior, no draw but the arm's): the cost of
+  the simulator's own round (environment, arm draw, bookkeeping, FairX regrets), a floor for
+  every policy on this problem;
+- ``ts``: plain Thompson sampling on the same posterior (``grid_bench.py``'s TS row).
 
 Prints steady seconds (the second call), run-rounds per microsecond and the cores used (user CPU
 time / wall time). ``bayesfair`` is imported before JAX here on purpose: imported after, it cannot
@@ -33,7 +37,7 @@ import grid_bench as gb  # noqa: E402
 from bayesfair import _random  # noqa: E402
 from bayesfair.metric_parts import FairXRegrets  # noqa: E402
 
-VARIANTS = ("exact", "gaussian", "no-metrics", "one-device")
+VARIANTS = ("exact", "gaussian", "no-metrics", "one-device", "uniform", "ts")
 
 
 def main(argv=None) -> None:
@@ -51,7 +55,8 @@ def main(argv=None) -> None:
             a + jnp.sqrt(a) * jax.random.normal(key, a.shape), 1e-3)
     merit = bayesfair.merit.exponential(gb.MERIT_C)
     env = bayesfair.bernoulli_arms(gb.bernoulli_means(args.arms, 0))
-    policy = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), merit)
+    policy = {"uniform": bayesfair.uniform, "ts": lambda: bayesfair.thompson(bayesfair.beta_bernoulli())}.get(
+        args.variant, lambda: bayesfair.fairx_ts(bayesfair.beta_bernoulli(), merit))()
     metrics = [] if args.variant == "no-metrics" else [FairXRegrets(merit)]
     devices = 1 if args.variant == "one-device" else None
 
