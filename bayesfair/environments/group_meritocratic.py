@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair import _random
 from bayesfair._validate import finite_array, finite_float, group_labels, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
@@ -441,7 +442,7 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
             groups = jax.random.categorical(k_grp, logits, shape=(n_candidates,)).astype(jnp.int32)
         else:
             groups = fixed_groups
-        x = _block_contexts(jax.random.uniform(k_ctx, (n_candidates, m), jnp.float32), groups, n_groups,
+        x = _block_contexts(_random.uniform(k_ctx, (n_candidates, m), jnp.float32), groups, n_groups,
                             design.bias_step)
         mean = x @ theta
         reward = mean + noise_sd * jax.random.normal(k_rew, (n_candidates,), jnp.float32)

@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
+from bayesfair import _random
 from bayesfair._validate import group_labels, positive_int
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
@@ -301,7 +302,7 @@ def _collapsed_sample(key: jax.Array, state: CollapsedState) -> tuple[GroupBiasD
     phi_mean = _upper_solve(chol_p, white)
     phi = phi_mean + _upper_solve(chol_p, jax.random.normal(k_phi, eta.shape, eta.dtype))
     beta_bar, psi, psi_arm, mu = _mu_of(phi, state)
-    noise = jax.vmap(_upper_solve)(state.chol_q, jax.random.normal(k_beta, state.r.shape, state.r.dtype))
+    noise = jax.vmap(_upper_solve)(state.chol_q, _random.normal(k_beta, state.r.shape, state.r.dtype))
     coef = _q_solve(state.chol_q, mu) + state.tau**2 * state.h + state.tau * noise  # c_i = beta_i + psi_g(i)
     return GroupBiasDraw(beta_bar, coef - psi_arm, psi), _mu_of(phi_mean, state)[1]
 

@@ -109,7 +109,7 @@ def _beta_small_shapes(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     base = _random.gamma(key, jnp.where(invalid, 1.0, jnp.where(small, shape + 1.0, shape)), allow_small=False)
     base = jnp.where(invalid, jnp.nan, base)
     k_boost = _random._split_gamma_key(key)[1]
-    u = jax.random.uniform(k_boost, shape.shape, base.dtype, minval=jnp.finfo(base.dtype).tiny)
+    u = _random.uniform(k_boost, shape.shape, base.dtype, minval=jnp.finfo(base.dtype).tiny)  # [2, ...]: flat draw
     g = jnp.where(small, base * u ** (1.0 / shape), base)
     ratio = g[0] / (g[0] + g[1])
     log_g = jnp.log(base) + jnp.where(small, jnp.log(u) / jnp.where(small, shape, 1.0), 0.0)
