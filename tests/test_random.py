@@ -171,12 +171,12 @@ def test_flat_normal_and_uniform_are_jax_randoms_draws(shape):
     np.testing.assert_array_equal(np.asarray(bits), np.asarray(jax.vmap(lambda k: jax.random.bits(k, shape))(keys)))
     for dtype in (jnp.float32, jnp.float64):
         with jax.enable_x64(dtype == jnp.float64):
-            got = jax.vmap(lambda k: _random.normal(k, shape, dtype))(keys)
-            want = jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(keys)
+            got = jax.vmap(lambda k, dt=dtype: _random.normal(k, shape, dt))(keys)
+            want = jax.vmap(lambda k, dt=dtype: jax.random.normal(k, shape, dt))(keys)
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_array_max_ulp(np.asarray(got), np.asarray(want), maxulp=2)
-            got = jax.vmap(lambda k: _random.uniform(k, shape, dtype, -2.0, 3.0))(keys)
-            want = jax.vmap(lambda k: jax.random.uniform(k, shape, dtype, -2.0, 3.0))(keys)
+            got = jax.vmap(lambda k, dt=dtype: _random.uniform(k, shape, dt, -2.0, 3.0))(keys)
+            want = jax.vmap(lambda k, dt=dtype: jax.random.uniform(k, shape, dt, -2.0, 3.0))(keys)
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_array_max_ulp(np.asarray(got), np.asarray(want), maxulp=2)
     if len(shape) == 2 and shape[0] > 0:  # bounds that broadcast along the first axis

@@ -205,10 +205,10 @@ def test_concurrent_compilation_gives_the_serial_numbers_and_reports_errors(smal
                               run_keys, run_keys, False)
 
 
-def test_a_new_process_imports_xarray_while_the_first_chunk_runs():
-    """simulate starts xarray's import in a thread after dispatching the first chunk (once per
-    process) and joins it before building the Dataset; the results are those of a process that
-    imported xarray first."""
+def test_a_new_process_imports_xarray_while_the_study_compiles_and_runs():
+    """simulate starts xarray's import in a thread before compiling (once per process, only if
+    xarray is not imported yet) and joins it before building the Dataset; the results are those
+    of a process that imported xarray first."""
     import os
     import subprocess
     import sys
