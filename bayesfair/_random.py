@@ -23,6 +23,7 @@ flat array (see :func:`gamma`; ``docs/developer/design.md``, "A flat layout unde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,10 +48,7 @@ __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set", "norma
 def normal(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
     """``jax.random.normal(key, shape, dtype)``, its random bits drawn flat and reshaped (see above)."""
     shape = tuple(int(n) for n in shape)
-    size = 1
-    for n in shape:
-        size *= n
-    return jax.random.normal(key, (size,), dtype).reshape(shape)
+    return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
 
 
 def uniform(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32, minval: Any = 0.0,
@@ -58,9 +56,7 @@ def uniform(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32, minv
     """``jax.random.uniform(key, shape, dtype, minval, maxval)``, its random bits drawn flat and
     reshaped (see above); bounds that broadcast to ``shape`` are flattened with it."""
     shape = tuple(int(n) for n in shape)
-    size = 1
-    for n in shape:
-        size *= n
+    size = math.prod(shape)
 
     def flat(v):
         return v if jnp.ndim(v) == 0 else jnp.broadcast_to(v, shape).reshape(size)
