@@ -2,7 +2,7 @@
 
 Everything here is exact: the samplers are rejection samplers whose every proposal uses fresh
 randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted, within
-a bound (:data:`MAX_PROPOSALS` proposals per lane on average, see :func:`gamma`). The bound is what
+a bound (:data:`MAX_PROPOSALS` proposals per lane, see :func:`gamma`). The bound is what
 keeps an invalid input (a shape <= 0 or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside
 [0, 1]) from looping forever: such lanes are NaN at once, and a lane still rejected after the
 bound is NaN too (for a valid shape >= 1 a proposal is accepted with probability >= 0.95, so this
@@ -12,13 +12,15 @@ into an error naming the policy, run and round (:func:`bayesfair.simulate`).
 Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key
 and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x
 slower than :func:`gamma` below on this project's benchmark (see
-``experiments/benchmarks/README.md``). Here one proposal is made for the whole array with one
-key, and a single array-level loop re-proposes only for the lanes that were rejected: a few
-fresh proposals per iteration, handed to the first rejected lanes and evaluated for those lanes
-only (issue 18: re-proposing for every lane in every iteration made the loop cost several times
-the first proposal, since nearly every round of a simulation has some rejected lane among its
-runs x arms x 2 lanes). Under ``vmap`` a batching rule decides all runs' first proposals as one
-flat array (see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap").
+``experiments/benchmarks/README.md``). Here every lane's proposals are counter-based: proposal
+number i of lane l is JAX's Threefry-2x32 hash of the counter (i, l) under its run's key, so all
+lanes of all runs make their first proposal as one flat element-wise computation, and a single
+array-level loop serves only the lanes that were rejected, a few per iteration (issue 18:
+re-proposing for every lane in every iteration made the loop cost several times the first
+proposal, since nearly every round of a simulation has some rejected lane among its runs x arms
+x 2 lanes). Under ``vmap`` a batching rule runs the same flat computation on all runs' lanes
+(see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap" and "Counter-based
+proposals").
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.custom_batching import custom_vmap
+from jax.extend.random import threefry2x32_p
 
 __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set", "normal", "uniform"]
 
@@ -64,8 +68,8 @@ def uniform(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32, minv
     return jax.random.uniform(key, (size,), dtype, flat(minval), flat(maxval)).reshape(shape)
 
 
-MAX_PROPOSALS = 32  # proposals per lane (on average) before giving up with NaN (see the module docstring)
-_LANES_PER_RETRY = 32  # a retry of the rejection loop makes one fresh proposal per this many lanes (rounded up)
+MAX_PROPOSALS = 32  # proposals per lane before giving up with NaN (see the module docstring)
+_LANES_PER_RETRY = 32  # a retry iteration serves at most one rejected lane per this many lanes (rounded up)
 _SERIES_BELOW = 0.1  # |y| below which h(y) is summed as a series (see _mt_log_accept)
 
 
@@ -95,17 +99,53 @@ def _mt_log_accept(x: jax.Array, d: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.where(positive, 3.0 * d * h, -jnp.inf)
 
 
-def _proposals(key: jax.Array, n: int, dtype: Any) -> tuple[jax.Array, jax.Array]:
-    """n Marsaglia-Tsang proposals: a standard normal and a uniform in (0, 1) each."""
-    kx, ku = jax.random.split(key)
-    return (jax.random.normal(kx, (n,), dtype),
-            jax.random.uniform(ku, (n,), dtype, minval=jnp.finfo(dtype).tiny))
+def _unit_float(words: Sequence[jax.Array], dtype: Any) -> jax.Array:
+    """Uniform floats in [0, 1) on the grid of ``dtype``'s mantissa, from one (float32) or two
+    (float64: high word first) uint32 words: the mantissa bits under exponent 0, minus 1."""
+    if jnp.dtype(dtype) == jnp.float32:
+        bits = (words[0] >> np.uint32(9)) | np.uint32(0x3F800000)
+        return lax.bitcast_convert_type(bits, jnp.float32) - np.float32(1.0)
+    wide = (words[0].astype(jnp.uint64) << np.uint64(32)) | words[1].astype(jnp.uint64)
+    bits = (wide >> np.uint64(12)) | np.uint64(0x3FF0000000000000)
+    return lax.bitcast_convert_type(bits, jnp.float64) - np.float64(1.0)
+
+
+def _lane_proposals(k1: jax.Array, k2: jax.Array, attempt: jax.Array, lane: jax.Array,
+                    dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """Proposal number ``attempt`` of lane ``lane`` of the run whose key words are (k1, k2): a
+    standard normal and a uniform in (0, 1), from Threefry-2x32 (Salmon et al. 2011; JAX's own
+    generator, ``jax.extend.random.threefry2x32_p``) evaluated at the counter (attempt, lane)
+    under that key, element-wise over flat arrays.
+
+    A float32 proposal takes both output words of one evaluation (the normal's and the
+    uniform's); a float64 proposal two evaluations, at counters (2 attempt, lane) and
+    (2 attempt + 1, lane). The normal is sqrt(2) erf^-1(z) for z uniform in (-1, 1), as
+    ``jax.random.normal`` makes it.
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float32:
+        w = threefry2x32_p.bind(k1, k2, attempt, lane)
+        wx, wu = (w[0],), (w[1],)
+    else:
+        w0 = threefry2x32_p.bind(k1, k2, np.uint32(2) * attempt, lane)
+        w1 = threefry2x32_p.bind(k1, k2, np.uint32(2) * attempt + np.uint32(1), lane)
+        wx, wu = (w0[0], w0[1]), (w1[0], w1[1])
+    lo = np.nextafter(dtype.type(-1), dtype.type(1))  # erf^-1(-1) = -inf is excluded, as in jax.random.normal
+    z = jnp.maximum(lo, _unit_float(wx, dtype) * dtype.type(2) - dtype.type(1))
+    x = dtype.type(np.sqrt(2)) * lax.erf_inv(z)
+    u = jnp.maximum(np.finfo(dtype).tiny, _unit_float(wu, dtype))
+    return x, u
 
 
 def _mt_decide(x: jax.Array, u: jax.Array, d: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Marsaglia & Tsang (2000): proposal (x, u) for d = shape - 1/3, c = 1/sqrt(9 d) -> (accepted, value)."""
     v = 1.0 + c * x
     return jnp.log(u) < _mt_log_accept(x, d, c), d * v * v * v
+
+
+def _key_words(key: jax.Array) -> jax.Array:
+    """The two uint32 Threefry key words of a run's lanes, ``[2]``, drawn from ``key`` (any JAX key)."""
+    return jax.random.bits(key, (2,), jnp.uint32)
 
 
 def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -> jax.Array:
@@ -116,26 +156,24 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     shape is >= 1 (true for conjugate posteriors whose prior shape is >= 1), which skips the
     extra uniform per lane.
 
-    Every lane gets one proposal (one normal and one uniform call for the whole array). The
-    lanes it rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are
-    retried in a ``while_loop`` whose every iteration draws M = max(2, ceil(L / 32)) fresh
-    proposals (at most L, the lane count) and hands proposal i to the i-th still-rejected lane
-    in lane order; only those M proposals are evaluated, and the accepted ones are written back
-    to their lanes. The assignment depends only on earlier accept/reject outcomes, never on the
-    proposal it hands out, so each lane still sees a sequence of independent fresh proposals and
-    keeps the first accepted one: the accepted value has exactly the Gamma law, independently
-    across lanes.
+    Every lane makes proposals 0, 1, 2, ... and keeps the first accepted one. Proposal i of lane
+    l is a normal and a uniform made from Threefry-2x32 at the counter (i, l) under key words
+    drawn from ``key`` (:func:`_lane_proposals`), so the proposals of different lanes and
+    attempts are independent and each lane's accepted value has exactly the Gamma law,
+    independently across lanes. All lanes make proposal 0 as one flat array; the lanes it
+    rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are served by a
+    ``while_loop`` that evaluates, per iteration, the next proposal of at most M = max(2,
+    ceil(N / 32)) still-rejected lanes (N lanes in all) and writes the accepted ones back.
 
-    Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) evaluates
-    the first proposals of all runs as one flat array and vmaps the retry loop, so an iteration
-    costs M proposals per run; every run still uses only its own key, and its numbers are those
-    of the unbatched call with that run's key up to float32 rounding (relative 5e-7; tested), so
-    they never depend on the other runs.
+    Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) runs the
+    same flat computation on all runs' lanes, each run with its own key words. A lane's value is
+    a function of its run's key, its lane index and its shape only, never of which loop
+    iteration served it, so a run's numbers are those of the unbatched call with its key
+    (tested): they never depend on the other runs, on R or on sharding.
 
     A shape that is not a positive finite number gives NaN (without entering the rejection
-    loop), and the loop stops after ``MAX_PROPOSALS * ceil(L / M)`` iterations (as many
-    proposals as :data:`MAX_PROPOSALS` per lane), so no input can make it run forever; a lane
-    still rejected then is NaN.
+    loop), and a lane still rejected after :data:`MAX_PROPOSALS` proposals is NaN, so no input
+    can make the loop run forever.
     """
     a = jnp.asarray(shape_param)
     if not jnp.issubdtype(a.dtype, jnp.floating):
@@ -163,59 +201,71 @@ def _split_gamma_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 @custom_vmap
 def _mt_lanes(key: jax.Array, d: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Marsaglia-Tsang on flat lanes ``d = shape - 1/3`` (``[L]``, >= 2/3): one proposal each, then the
-    rejection loop (:func:`_retry_rejected`). Returns (accepted, value)."""
-    k_first, k_retry = jax.random.split(key)
-    c = lax.rsqrt(9.0 * d)
-    ok, val = _mt_decide(*_proposals(k_first, d.shape[0], d.dtype), d, c)
-    return _retry_rejected(k_retry, d, c, ok, val)
+    """Marsaglia-Tsang on the flat lanes ``d = shape - 1/3`` (``[L]``, >= 2/3) of one run
+    (:func:`_mt_flat`). Returns (accepted, value)."""
+    return _mt_flat(_key_words(key)[None, :], d, d.shape[0])
 
 
 @_mt_lanes.def_vmap
 def _mt_lanes_batched(axis_size: int, in_batched: Sequence[bool], key: jax.Array,
                       d: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple[bool, bool]]:
-    """:func:`_mt_lanes` for a batch ``[B, L]``: the same keys and arithmetic per batch member, laid out flat.
+    """:func:`_mt_lanes` for a batch ``[B, L]``: every member's lanes with its own key, laid out as one flat array.
 
-    XLA's CPU code for the element-wise acceptance test on ``[B, L]`` operands inside the
-    simulator's loop depends strongly on L (``experiments/benchmarks/README.md``: at L = 20 a
-    round cost 3.4x more than at L = 32), while on a flat ``[B * L]`` array it is one long
-    vectorized loop. So the first proposals are generated per member (its own key) and decided
-    as one flat array; the rejection loop is vmapped (its work is M proposals per member).
+    XLA's CPU code for the element-wise work on ``[B, L]`` operands inside the simulator's loop
+    depends strongly on L (``experiments/benchmarks/README.md``: at L = 20 a round cost 3.4x more
+    than at L = 32), while on a flat ``[B * L]`` array it is one long vectorized loop. Since a
+    lane's proposals are a function of (its run's key, attempt, lane) only (:func:`_mt_flat`), the
+    batch is the unbatched computation on B runs at once, number for number.
     """
     key_batched, d_batched = in_batched
     if not key_batched:
         key = jnp.broadcast_to(key, (axis_size, *key.shape))
     if not d_batched:
         d = jnp.broadcast_to(d, (axis_size, *d.shape))
-    keys = jax.vmap(jax.random.split)(key)
-    n_lanes = d.shape[-1]
-    x, u = jax.vmap(lambda k: _proposals(k, n_lanes, d.dtype))(keys[:, 0])
+    ok, val = _mt_flat(jax.vmap(_key_words)(key), d.reshape(-1), d.shape[-1])
+    return (ok.reshape(d.shape), val.reshape(d.shape)), (True, True)
+
+
+def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, jax.Array]:
+    """The exact Marsaglia-Tsang sampler on B runs' lanes, flat: ``words`` ``[B, 2]`` (each run's
+    key words), ``d`` ``[B * L]`` run-major, ``L = n_lanes``. Returns (accepted, value), ``[B * L]``.
+
+    Lane l of run b makes proposals number 0, 1, 2, ... (:func:`_lane_proposals` at counter
+    (attempt, l) under run b's key words) and keeps the first accepted one; a lane not accepted
+    after :data:`MAX_PROPOSALS` proposals is returned unaccepted (the caller makes it NaN). Every
+    lane makes proposal 0; then a ``while_loop`` serves the still-rejected lanes, at most
+    M = max(2, ceil(B L / 32)) per iteration in flat order, each with its own next attempt. Which
+    iteration serves a lane never changes its proposals, so a lane's value depends only on its
+    run's key, its lane index and its shape: not on B, on the other runs, on M or on sharding.
+    """
+    n = d.shape[0]
+    if n == 0:
+        return jnp.zeros((0,), bool), jnp.zeros((0,), d.dtype)
+    runs = n // n_lanes
+    k1 = jnp.broadcast_to(words[:, :1], (runs, n_lanes)).reshape(n)
+    k2 = jnp.broadcast_to(words[:, 1:], (runs, n_lanes)).reshape(n)
+    lane = jnp.arange(n, dtype=jnp.uint32) % np.uint32(n_lanes)
     c = lax.rsqrt(9.0 * d)
-    ok, val = _mt_decide(x.reshape(-1), u.reshape(-1), d.reshape(-1), c.reshape(-1))
-    ok, val = jax.vmap(_retry_rejected)(keys[:, 1], d, c, ok.reshape(d.shape), val.reshape(d.shape))
-    return (ok, val), (True, True)
+    ok, val = _mt_decide(*_lane_proposals(k1, k2, jnp.zeros((n,), jnp.uint32), lane, d.dtype), d, c)
+    m = min(n, max(2, -(-n // _LANES_PER_RETRY)))
+    last = np.uint32(MAX_PROPOSALS - 1)  # the attempt number of a lane's last allowed proposal
 
-
-def _retry_rejected(key: jax.Array, d: jax.Array, c: jax.Array, ok: jax.Array,
-                    val: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The rejection loop of :func:`gamma` over flat lanes: fresh proposals for rejected lanes only."""
-    n_lanes = d.shape[0]
-    if n_lanes == 0:  # nothing to retry (and no proposal count to divide by)
-        return ok, val
-    m = min(n_lanes, max(2, -(-n_lanes // _LANES_PER_RETRY)))
-    limit = MAX_PROPOSALS * -(-n_lanes // m)
+    def pending(ok, tries):
+        return ~ok & (tries < last)
 
     def body(carry):
-        k, ok, val, n = carry
-        k, k_prop = jax.random.split(k)
-        x, u = _proposals(k_prop, m, d.dtype)
-        lane = jnp.nonzero(~ok, size=m, fill_value=n_lanes)[0]  # the first m rejected lanes; n_lanes: none
-        at = jnp.minimum(lane, n_lanes - 1)
-        accept, value = _mt_decide(x, u, d[at], c[at])
-        to = jnp.where(accept & (lane < n_lanes), lane, n_lanes)  # out of range: dropped
-        return k, ok.at[to].set(True, mode="drop"), val.at[to].set(value, mode="drop"), n + 1
+        ok, val, tries = carry
+        idx = jnp.nonzero(pending(ok, tries), size=m, fill_value=n)[0]  # the first m pending lanes; n: none
+        at = jnp.minimum(idx, n - 1)
+        attempt = tries[at] + np.uint32(1)
+        accept, value = _mt_decide(*_lane_proposals(k1[at], k2[at], attempt, lane[at], d.dtype), d[at], c[at])
+        served = jnp.where(idx < n, idx, n)  # out of range: dropped
+        to = jnp.where(accept & (idx < n), idx, n)
+        return ok.at[to].set(True, mode="drop"), val.at[to].set(value, mode="drop"), tries.at[served].set(
+            attempt, mode="drop")
 
-    _, ok, val, _ = lax.while_loop(lambda s: ~jnp.all(s[1]) & (s[3] < limit), body, (key, ok, val, jnp.int32(0)))
+    ok, val, _ = lax.while_loop(lambda s: jnp.any(pending(s[0], s[2])), body,
+                                (ok, val, jnp.zeros((n,), jnp.uint32)))
     return ok, val
 
 

@@ -100,6 +100,32 @@ def test_gamma_batching_rule_gives_each_run_the_numbers_of_its_own_key():
     np.testing.assert_allclose(one_key, np.stack([np.asarray(single(keys[0], s)) for s in shapes]), rtol=2e-6)
 
 
+def test_a_lanes_gamma_depends_on_its_key_lane_and_shape_only(monkeypatch):
+    # A lane's proposals are Threefry at (attempt, lane) under its run's key words, so neither how
+    # many rejected lanes a retry iteration serves (M) nor the batch it sits in may change a value;
+    # and a lane whose first proposal was accepted keeps that value when the per-lane budget is
+    # one proposal, while the lanes that needed a retry become NaN (shape 1: ~5% of them).
+    shapes = jnp.asarray(np.random.default_rng(7).choice([1.0, 1.0, 2.5, 40.0], (48, 20)), jnp.float32)
+    keys = jax.random.split(jax.random.key(23), 48)
+
+    def draw():
+        return np.asarray(jax.jit(jax.vmap(lambda k, s: _random.gamma(k, s, allow_small=False)))(keys, shapes))
+
+    base = draw()
+    assert np.all(np.isfinite(base))
+    for lanes_per_retry in (1, 7, 10_000):
+        monkeypatch.setattr(_random, "_LANES_PER_RETRY", lanes_per_retry)
+        np.testing.assert_array_equal(draw(), base)
+    monkeypatch.setattr(_random, "_LANES_PER_RETRY", 32)
+    few = np.asarray(jax.jit(jax.vmap(lambda k, s: _random.gamma(k, s, allow_small=False)))(keys[5:8], shapes[5:8]))
+    np.testing.assert_allclose(few, base[5:8], rtol=2e-6)
+    monkeypatch.setattr(_random, "MAX_PROPOSALS", 1)
+    first_only = draw()
+    kept = np.isfinite(first_only)
+    assert 0.01 < 1.0 - kept[np.asarray(shapes) == 1.0].mean() < 0.12  # shape 1 rejects ~5% of first proposals
+    np.testing.assert_array_equal(first_only[kept], base[kept])
+
+
 def test_gamma_and_beta_of_empty_arrays_are_empty():
     assert _random.gamma(jax.random.key(0), jnp.zeros((0,))).shape == (0,)
     assert _random.beta(jax.random.key(0), jnp.zeros((0, 3)), jnp.zeros((0, 3))).shape == (0, 3)
