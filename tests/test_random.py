@@ -126,6 +126,18 @@ def test_a_lanes_gamma_depends_on_its_key_lane_and_shape_only(monkeypatch):
     np.testing.assert_array_equal(first_only[kept], base[kept])
 
 
+def test_first_true_is_nonzero_with_a_size():
+    # The retry loop's compaction (prefix count + binary search) must give jnp.nonzero's indices
+    # exactly: random masks of several densities and sizes, all-false, all-true, size above the count.
+    rng = np.random.default_rng(8)
+    cases = [rng.random(n) < p for n in (1, 2, 33, 1000, 20_000) for p in (0.0, 0.01, 0.3, 1.0)]
+    for mask in cases:
+        for size in sorted({1, max(1, mask.size // 32), mask.size}):
+            got = np.asarray(_random._first_true(jnp.asarray(mask), size))
+            want = np.asarray(jnp.nonzero(jnp.asarray(mask), size=size, fill_value=mask.size)[0])
+            np.testing.assert_array_equal(got, want, err_msg=f"n={mask.size} true={mask.sum()} size={size}")
+
+
 def test_gamma_and_beta_of_empty_arrays_are_empty():
     assert _random.gamma(jax.random.key(0), jnp.zeros((0,))).shape == (0,)
     assert _random.beta(jax.random.key(0), jnp.zeros((0, 3)), jnp.zeros((0, 3))).shape == (0, 3)
