@@ -33,6 +33,17 @@ def test_gamma_matches_cdf(shape):
     assert d < KS_CRIT, f"KS distance {d:.4f} >= {KS_CRIT:.4f} for Gamma({shape})"
 
 
+@pytest.mark.parametrize("shape", [0.3, 1.0, 40.0, 1.0e6])
+def test_gamma_matches_cdf_in_float64(shape):
+    # Under x64 a float64 shape gets float64 proposals: two Threefry evaluations per proposal, 52-bit
+    # uniforms (a separate code path in _lane_proposals).
+    with jax.enable_x64(True):
+        x = np.sort(np.asarray(_random.gamma(jax.random.key(4), jnp.full((N,), shape, jnp.float64))))
+        assert x.dtype == np.float64 and np.all(np.isfinite(x)) and np.all(x > 0)
+        d = _ks(x, np.asarray(gammainc(jnp.float64(shape), jnp.asarray(x))))
+    assert d < KS_CRIT, f"KS distance {d:.4f} >= {KS_CRIT:.4f} for float64 Gamma({shape})"
+
+
 @pytest.mark.parametrize("a,b", [(1.0, 1.0), (0.5, 0.5), (3.0, 20.0), (500.0, 700.0)])
 def test_beta_matches_cdf(a, b):
     x = np.sort(np.asarray(_random.beta(jax.random.key(2), jnp.full((N,), a), jnp.full((N,), b))))
