@@ -74,10 +74,11 @@ def test_marsaglia_tsang_decisions_match_float64(shape):
 
 
 def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
-    # The simulator's layout: one gamma call per run (vmap) on 20 lanes, so a retry iteration hands
-    # 2 fresh proposals to the first rejected lanes of its run (issue 18). Shapes 1 (5% rejected) and
-    # 2.5 alternate, so proposals are handed to lanes of different shapes; every shape, and the last
-    # lane alone (the one served last), must keep the exact Gamma law.
+    # The simulator's layout: one gamma call per run (vmap) on 20 lanes; the batching rule lays all
+    # runs' lanes out flat and the retry loop serves the first rejected lanes of all runs in flat
+    # order (issue 18). Shapes 1 (5% rejected) and 2.5 alternate, so lanes of different shapes are
+    # retried side by side; every shape, and the last lane alone (served last), must keep the exact
+    # Gamma law.
     batch = 2000
     shapes = jnp.tile(jnp.array([1.0, 2.5]), 10)
     keys = jax.random.split(jax.random.key(21), batch)
@@ -90,9 +91,9 @@ def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
 
 
 def test_gamma_batching_rule_gives_each_run_the_numbers_of_its_own_key():
-    # Under vmap, gamma's batching rule lays the first proposals of all runs out as one flat array
-    # and vmaps the retry loop. Each run must still get exactly what the unbatched call with its
-    # key gives (so a run's numbers never depend on the other runs or on R), whether the shapes are
+    # Under vmap, gamma's batching rule runs the sampler on all runs' lanes as one flat array
+    # (first proposals and retry loop). Each run must still get exactly what the unbatched call with
+    # its key gives (so a run's numbers never depend on the other runs or on R), whether the shapes are
     # batched or shared, with small shapes (boost), rejected lanes (shape 1) and invalid ones (NaN),
     # and under a second vmap.
     shapes = jnp.asarray(np.random.default_rng(5).choice([1.0, 1.0, 2.5, 0.4, 40.0, np.nan], (64, 20)), jnp.float32)
