@@ -8,7 +8,9 @@
 - ``uniform``: the Uniform Random policy instead (no posterior, no draw but the arm's): the cost of
   the simulator's own round (environment, arm draw, bookkeeping, FairX regrets), a floor for
   every policy on this problem;
-- ``ts``: plain Thompson sampling on the same posterior (``grid_bench.py``'s TS row).
+- ``ts``: plain Thompson sampling on the same posterior (``grid_bench.py``'s TS row);
+- ``nig``: FairX-TS with a Normal-Inverse-Gamma posterior (m0 0.5, kappa0 1, a0 1, b0 0.25; one
+  Gamma draw for sigma^2 and one normal per arm) on the same Bernoulli arms.
 
 Prints steady seconds (the second call), run-rounds per microsecond and the cores used (user CPU
 time / wall time). ``bayesfair`` is imported before JAX here on purpose: imported after, it cannot
@@ -37,7 +39,7 @@ import grid_bench as gb  # noqa: E402
 from bayesfair import _random  # noqa: E402
 from bayesfair.metric_parts import FairXRegrets  # noqa: E402
 
-VARIANTS = ("exact", "gaussian", "no-metrics", "one-device", "uniform", "ts")
+VARIANTS = ("exact", "gaussian", "no-metrics", "one-device", "uniform", "ts", "nig")
 
 
 def main(argv=None) -> None:
@@ -55,7 +57,9 @@ def main(argv=None) -> None:
             a + jnp.sqrt(a) * jax.random.normal(key, a.shape), 1e-3)
     merit = bayesfair.merit.exponential(gb.MERIT_C)
     env = bayesfair.bernoulli_arms(gb.bernoulli_means(args.arms, 0))
-    policy = {"uniform": bayesfair.uniform, "ts": lambda: bayesfair.thompson(bayesfair.beta_bernoulli())}.get(
+    nig = bayesfair.normal_inverse_gamma(m0=0.5, kappa0=1.0, a0=1.0, b0=0.25)
+    policy = {"uniform": bayesfair.uniform, "ts": lambda: bayesfair.thompson(bayesfair.beta_bernoulli()),
+              "nig": lambda: bayesfair.fairx_ts(nig, merit)}.get(
         args.variant, lambda: bayesfair.fairx_ts(bayesfair.beta_bernoulli(), merit))()
     metrics = [] if args.variant == "no-metrics" else [FairXRegrets(merit)]
     devices = 1 if args.variant == "one-device" else None
