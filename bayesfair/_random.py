@@ -34,7 +34,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.custom_batching import custom_vmap
-from jax.extend.random import threefry2x32_p
 
 __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set", "normal", "uniform"]
 
@@ -99,6 +98,33 @@ def _mt_log_accept(x: jax.Array, d: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.where(positive, 3.0 * d * h, -jnp.inf)
 
 
+_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32's rotation constants
+
+
+def _threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011, the generator behind ``jax.random``),
+    element-wise: key words (k1, k2), counter words (x1, x2), all uint32 of one shape.
+
+    The same function as ``jax.extend.random.threefry2x32_p`` bit for bit (tested), written out
+    with its rounds unrolled: on CPU JAX lowers the primitive to a loop of five four-round blocks,
+    ~76-90 us per 20,000 lanes on the 2-core machine, against ~15-32 us for this form. The
+    optimization barriers matter: without the one on the inputs XLA fuses the per-run key
+    broadcast into the hash (index arithmetic per element, no faster than the primitive); without
+    the one on the outputs it copies the 20-round hash into every consumer of its words, and the
+    FairX-TS round got 3x slower (``experiments/benchmarks/README.md``).
+    """
+    k1, k2, x1, x2 = lax.optimization_barrier((k1, k2, x1, x2))
+    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
+    a, b = x1 + ks[0], x2 + ks[1]
+    for block in range(5):
+        for r in _THREEFRY_ROTATIONS[block % 2]:
+            a = a + b
+            b = ((b << np.uint32(r)) | (b >> np.uint32(32 - r))) ^ a
+        a = a + ks[(block + 1) % 3]
+        b = b + ks[(block + 2) % 3] + np.uint32(block + 1)
+    return lax.optimization_barrier((a, b))
+
+
 def _unit_float(words: Sequence[jax.Array], dtype: Any) -> jax.Array:
     """Uniform floats in [0, 1) on the grid of ``dtype``'s mantissa, from one (float32) or two
     (float64: high word first) uint32 words: the mantissa bits under exponent 0, minus 1."""
@@ -114,8 +140,8 @@ def _lane_proposals(k1: jax.Array, k2: jax.Array, attempt: jax.Array, lane: jax.
                     dtype: Any) -> tuple[jax.Array, jax.Array]:
     """Proposal number ``attempt`` of lane ``lane`` of the run whose key words are (k1, k2): a
     standard normal and a uniform in (0, 1), from Threefry-2x32 (Salmon et al. 2011; JAX's own
-    generator, ``jax.extend.random.threefry2x32_p``) evaluated at the counter (attempt, lane)
-    under that key, element-wise over flat arrays.
+    generator, :func:`_threefry2x32`) evaluated at the counter (attempt, lane) under that key,
+    element-wise over flat arrays.
 
     A float32 proposal takes both output words of one evaluation (the normal's and the
     uniform's); a float64 proposal two evaluations, at counters (2 attempt, lane) and
@@ -124,11 +150,11 @@ def _lane_proposals(k1: jax.Array, k2: jax.Array, attempt: jax.Array, lane: jax.
     """
     dtype = jnp.dtype(dtype)
     if dtype == jnp.float32:
-        w = threefry2x32_p.bind(k1, k2, attempt, lane)
+        w = _threefry2x32(k1, k2, attempt, lane)
         wx, wu = (w[0],), (w[1],)
     else:
-        w0 = threefry2x32_p.bind(k1, k2, np.uint32(2) * attempt, lane)
-        w1 = threefry2x32_p.bind(k1, k2, np.uint32(2) * attempt + np.uint32(1), lane)
+        w0 = _threefry2x32(k1, k2, np.uint32(2) * attempt, lane)
+        w1 = _threefry2x32(k1, k2, np.uint32(2) * attempt + np.uint32(1), lane)
         wx, wu = (w0[0], w0[1]), (w1[0], w1[1])
     lo = np.nextafter(dtype.type(-1), dtype.type(1))  # erf^-1(-1) = -inf is excluded, as in jax.random.normal
     z = jnp.maximum(lo, _unit_float(wx, dtype) * dtype.type(2) - dtype.type(1))

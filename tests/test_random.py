@@ -138,6 +138,21 @@ def test_a_lanes_gamma_depends_on_its_key_lane_and_shape_only(monkeypatch):
     np.testing.assert_array_equal(first_only[kept], base[kept])
 
 
+def test_threefry_is_jax_threefry_bit_for_bit():
+    # The sampler's unrolled Threefry-2x32 must be JAX's generator exactly: random key and counter
+    # words (with broadcast keys, as the sampler uses them), compared word for word.
+    from jax.extend.random import threefry2x32_p
+
+    rng = np.random.default_rng(9)
+    k1, k2, x1, x2 = (jnp.asarray(rng.integers(0, 2**32, 50_000, dtype=np.uint64).astype(np.uint32))
+                      for _ in range(4))
+    for args in ((k1, k2, x1, x2), (k1[:1], k2[:1], x1, x2)):
+        want = jax.jit(lambda *a: threefry2x32_p.bind(*a))(*args)
+        got = jax.jit(_random._threefry2x32)(*args)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 def test_first_true_is_nonzero_with_a_size():
     # The retry loop's compaction (prefix count + binary search) must give jnp.nonzero's indices
     # exactly: random masks of several densities and sizes, all-false, all-true, size above the count.
