@@ -188,8 +188,9 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     attempts are independent and each lane's accepted value has exactly the Gamma law,
     independently across lanes. All lanes make proposal 0 as one flat array; the lanes it
     rejects (< 5% for shapes >= 1, far fewer for the large shapes of long runs) are served by a
-    ``while_loop`` that evaluates, per iteration, the next proposal of at most M = max(2,
-    ceil(N / 32)) still-rejected lanes (N lanes in all) and writes the accepted ones back.
+    ``while_loop`` that gathers up to M = max(2, ceil(N / 32)) still-rejected lanes at a time (N
+    lanes in all), makes their next proposals until each accepts (:func:`_mt_flat`) and writes
+    them back.
 
     Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) runs the
     same flat computation on all runs' lanes, each run with its own key words. A lane's value is
