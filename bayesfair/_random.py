@@ -264,7 +264,7 @@ def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, j
     still-rejected lanes in flat order (one pass over all lanes, :func:`_first_true`) and an
     inner ``while_loop`` on those M alone makes each its next proposals until it accepts or
     runs out; the outer loop repeats only if more than M lanes were rejected. (Compacting once
-    per outer iteration instead of once per proposal took the retries from ~35% to ~15% of a
+    per outer iteration instead of once per proposal took the retries from ~34% to ~17% of a
     FairX-TS round, K = 10, R = 2000: every pass over all lanes costs ~20-30 us there.) Which
     iteration serves a lane never changes its proposals, so a lane's value depends only on its
     run's key, its lane index and its shape: not on B, on the other runs, on M or on sharding.
