@@ -290,14 +290,17 @@ def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, j
         at = jnp.minimum(idx, n - 1)
         sk1, sk2, slane, sd, sc = k1[at], k2[at], lane[at], d[at], c[at]
 
-        def serve(sub):  # the next proposal of every served lane that is still pending
+        def live(sub):  # gathered (not padding) and still pending
+            return (idx < n) & pending(sub[0], sub[2])
+
+        def serve(sub):  # the next proposal of every live lane
             acc, sval, st = sub
-            live = (idx < n) & ~acc & (st < last)
+            go = live(sub)
             attempt = st + np.uint32(1)
             accept, value = _mt_decide(*_lane_proposals(sk1, sk2, attempt, slane, d.dtype), sd, sc)
-            return acc | (live & accept), jnp.where(live & accept, value, sval), jnp.where(live, attempt, st)
+            return acc | (go & accept), jnp.where(go & accept, value, sval), jnp.where(go, attempt, st)
 
-        acc, sval, st = lax.while_loop(lambda sub: jnp.any((idx < n) & ~sub[0] & (sub[2] < last)), serve,
+        acc, sval, st = lax.while_loop(lambda sub: jnp.any(live(sub)), serve,
                                        (jnp.zeros((m,), bool), jnp.zeros((m,), d.dtype), tries[at]))
         served = jnp.where(idx < n, idx, n)  # out of range: dropped
         return ok.at[served].set(acc, mode="drop"), val.at[served].set(
