@@ -212,8 +212,9 @@ def test_fair_greedy_fair_regret_is_sublinear_and_lowest(section6_runs):
     and Uniform Random's (paired over runs: common random numbers).
 
     Each assertion is a one-sided bound mean + 3 s.e. < 0 over 12 i.i.d. runs (t with 11 d.o.f.:
-    P(T > 3) = 6e-3 when the expectation sits exactly at the boundary; the observed margins are
-    several s.e., so the FFR is far below that). Power check: Uniform Random's regret is linear and
+    an expectation exactly at the boundary passes with probability P(T < -3) = 6e-3; a correct
+    implementation D s.e. inside the bound fails with probability ~P(T > D - 3), and the observed
+    margins are several s.e.). Power check: Uniform Random's regret is linear and
     fails the same sub-linearity bound.
     """
     ds = section6_runs

@@ -11,11 +11,12 @@ on the 2-core build machine (the measured times are in each fixture's docstring;
 most of them, and the persistent compilation cache of tests/conftest.py removes it on later runs).
 
 Statistics: every assertion is one-sided at Z = 3 standard errors over i.i.d. runs (seeded, so
-deterministic): a claim that holds exactly at the boundary fails with probability ~0.0013 under
-the normal approximation (with R = 12 runs, the t distribution with 11 d.o.f. gives ~0.006). The
-observed means sit well beyond the bounds (the tightest, FairX-UCB's sub-linearity, 4.9 s.e. from
-0; all others 5 s.e. or more), so a correct implementation passes with any seed with probability
-~0.97 or more, and the fixed seeds make each run deterministic.
+deterministic): a policy whose expectation sits exactly at the boundary (the claim just false)
+passes with probability ~0.0013 under the normal approximation (with R = 12 runs, the t
+distribution with 11 d.o.f. gives ~0.006). The observed means sit well beyond the bounds (the
+tightest, FairX-UCB's sub-linearity, 4.9 s.e. from 0; all others 5 s.e. or more), so a correct
+implementation passes with any seed with probability ~0.97 or more, and the fixed seeds make each
+run deterministic.
 Each claim has a power check: a policy that does not satisfy it fails the same assertion.
 
 Families:

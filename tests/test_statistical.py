@@ -1,9 +1,11 @@
 """Calibrated statistical tests of properties the FairX paper proves or predicts.
 
 Each run draws its own instance (arm means ~ U[0.1, 0.9]), so a test covers R random
-instances. Assertions are one-sided at 3 standard errors over runs (a correct implementation
-fails each with probability ~0.0013 under the normal approximation); the keys are fixed, so the
-suite is deterministic.
+instances. Assertions are one-sided at 3 standard errors over runs: ``mean + 3 s.e. < bound``.
+Under the normal approximation an implementation whose expectation sits exactly at the bound
+(the claim just false) passes with probability ~0.0013; a correct implementation whose
+expectation lies D standard errors inside the bound fails with probability ~P(Z > D - 3), small
+for the margins these tests have. The keys are fixed, so the suite is deterministic.
 """
 
 import numpy as np
