@@ -28,8 +28,9 @@ PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
+# the slow tests run with XLA's default -O3 (long executions; tests/conftest.py otherwise asks for -O0)
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	XLA_FLAGS="$$XLA_FLAGS --xla_backend_optimization_level=3" $(PY) -m pytest -q -m slow
 
 # Every policy family vs its NumPy reference, fresh process and steady state (writes
 # results/benchmarks/grid_bench.json; hours on 2 cores). `make bench BENCH_ARGS=--quick` for a smoke

@@ -225,7 +225,8 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     ``posterior_predictive``, ``observed_data``, ``constant_data``, ``prior`` and
     ``prior_predictive`` (:mod:`bayesfair.diagnostics_checks`), and the posterior group gains the
     likelihood's nuisance draws (``sigma2`` of the Normal-Inverse-Gamma families); the family's own
-    draws are the same as without observations (same key). ``check_observations`` refits the
+    draws are the same as without observations (same key; up to float32 rounding, as they come
+    from two separately compiled programs). ``check_observations`` refits the
     family to the observations and raises ``ValueError`` when its posterior mean differs from the
     state's (observations that are not the ones the state learned from).
 
