@@ -153,6 +153,28 @@ def test_threefry_is_jax_threefry_bit_for_bit():
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
+def test_unrolled_threefry_scope_keeps_jax_random_s_numbers():
+    # Inside unrolled_threefry() programs lower jax.random's hash to the unrolled form (no while
+    # loop in the lowered program: the rule is really in use) and give the same bits as outside.
+    def draws(key):
+        k1, k2 = jax.random.split(key)
+        keys = jax.random.split(jax.random.fold_in(k1, 7), 33)
+        return (jax.random.key_data(keys), jax.random.bits(k2, (5, 3)), jax.random.normal(k2, (1000,)),
+                jax.vmap(lambda k: jax.random.categorical(k, jnp.log(jnp.arange(1.0, 5.0))))(keys))
+
+    key = jax.random.key(3)
+    outside_text = jax.jit(draws).lower(key).as_text()
+    outside = jax.jit(draws)(key)
+    with _random.unrolled_threefry() as installed:
+        assert installed  # this JAX version has the CPU rule the scope falls back on
+        fresh = jax.jit(lambda k: draws(k))  # a new function (JAX caches the lowering of `draws`)
+        inside_text = fresh.lower(key).as_text()
+        inside = fresh(key)
+    assert "stablehlo.while" in outside_text and "stablehlo.while" not in inside_text
+    for a, b in zip(jax.tree.leaves(outside), jax.tree.leaves(inside), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_first_true_is_nonzero_with_a_size():
     # The retry loop's compaction (prefix count + binary search) must give jnp.nonzero's indices
     # exactly: random masks of several densities and sizes, all-false, all-true, size above the count.

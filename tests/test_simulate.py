@@ -40,6 +40,41 @@ def test_results_do_not_depend_on_chunking_or_sharding(small_env, exp4):
     np.testing.assert_allclose(a["exposure"].values, b["exposure"].values, rtol=1e-5)
 
 
+def test_unrolled_threefry_gives_the_numbers_of_jax_s_own_lowering(small_env, exp4, monkeypatch):
+    # simulate compiles its rounds with jax.random's hash unrolled (bayesfair._random.unrolled_threefry);
+    # the same study compiled with JAX's own (rolled) lowering gives the same numbers, bit for bit:
+    # environment draws, Thompson draws (Gamma proposals, categorical) and the bi-level policy's splits.
+    import contextlib
+
+    from bayesfair import _random
+
+    def study():  # new policy objects: nothing compiled for the first call is reused by the second
+        pols = {"FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), exp4),
+                "BF-UCB": bf.policies.bilevel.bf_ucb((0.2, 0.3), exp4, steps=2)}
+        return bf.simulate(7, small_env, pols, 120, 3, merit=exp4, checkpoints=[1, 60, 120], chunk_size=64)
+
+    unrolled = study()
+    monkeypatch.setattr(_random, "unrolled_threefry", contextlib.nullcontext)
+    rolled = study()
+    for name in ("pulls", "reward", "exposure", "fairness_regret"):
+        np.testing.assert_array_equal(unrolled[name].values, rolled[name].values, err_msg=name)
+
+
+def test_run_means_are_the_simulated_means_and_reuse_their_compiled_function(small_env, exp4):
+    # run_means draws exactly the means simulate plays (simulate checks them before every study), and a
+    # second call with the same environment reuses the jitted function instead of tracing it again
+    import importlib
+
+    sim_mod = importlib.import_module("bayesfair.simulate")  # the module (bayesfair.simulate is the function)
+    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=4), groups=[0, 0, 1, 1])
+    first = sim_mod.run_means(env, 11, 5)
+    draw, hit = sim_mod._MEANS_FNS.get(("run_means", env), lambda: None)
+    assert hit and draw is not None
+    np.testing.assert_array_equal(sim_mod.run_means(env, 11, 5), first)
+    ds = bf.simulate(11, env, {"u": bf.uniform()}, 10, 5, merit=exp4)
+    np.testing.assert_allclose(ds["mean"].values, first, rtol=1e-6)
+
+
 def test_checkpoint_values_are_cumulative_and_consistent(small_env, exp4):
     ds = bf.simulate(1, small_env, _pols(exp4), T, R, merit=exp4, checkpoints=[1, 10, 100, T])
     t = ds["checkpoint"].values
