@@ -166,10 +166,10 @@ def unrolled_threefry() -> Iterator[bool]:
     function; tests check whole simulations for equality); only the compiled code differs.
 
     Why: a simulated round splits and folds keys a handful of times (the environment's draws, the
-    policy's); on CPU each rolled hash runs as a ``while`` loop of ~17 small kernels per block,
-    and a BF-UCB round (K = 15, R = 500) had 7 such loops, ~600 kernels against 159 for the rest
-    of the round. Unrolled: BF-UCB 1.34 -> 1.11 s, BF-TS 2.46 -> 2.07 s, FairX-TS 1.11 -> 1.00 s
-    (steady, R = 500, T = 1e4; ``experiments/benchmarks/README.md``). JAX's own unrolled lowering
+    policy's); on CPU each rolled hash runs as a ``while`` loop of five iterations, 16 small
+    kernels each, and a BF-UCB round (K = 15, R = 500) had 7 such loops besides its own 159
+    instructions. Unrolled, a steady BF-UCB study (R = 500, T = 1e4) went 1.09-1.13 -> 0.88-0.92 s
+    (``experiments/benchmarks/README.md``, "``jax.random`` unrolled inside ``simulate``"). JAX's own unrolled lowering
     (its GPU rule) was far slower on CPU: without the barriers XLA copies the hash into its
     consumers.
 
