@@ -169,9 +169,9 @@ def unrolled_threefry() -> Iterator[bool]:
     policy's); on CPU each rolled hash runs as a ``while`` loop of five iterations, 16 small
     kernels each, and a BF-UCB round (K = 15, R = 500) had 7 such loops besides its own 159
     instructions. Unrolled, a steady BF-UCB study (R = 500, T = 1e4) went 1.09-1.13 -> 0.88-0.92 s
-    (``experiments/benchmarks/README.md``, "``jax.random`` unrolled inside ``simulate``"). JAX's own unrolled lowering
-    (its GPU rule) was far slower on CPU: without the barriers XLA copies the hash into its
-    consumers.
+    (``experiments/benchmarks/README.md``, "``jax.random`` unrolled inside ``simulate``"). JAX's
+    own unrolled lowering (its GPU rule) was far slower on CPU: without the barriers XLA copies
+    the hash into its consumers.
 
     Process-wide while any thread is inside (the simulator compiles policies in threads), so a
     program another thread lowers meanwhile also gets the unrolled form: the same numbers.

@@ -239,8 +239,8 @@ def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, ke
                 check: bool = True) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, Any]]:
     """``(posterior_draws, prior_draws, groups)``: joint draws of the likelihood's parameters
     from ``state`` (keys ``split(key, n_draws)``, so the family's own variables equal
-    :func:`~bayesfair.diagnostics.posterior_draws`' with the same key, up to float32 rounding) and from the prior, and
-    the Datasets of ``log_likelihood``, ``posterior_predictive``, ``prior_predictive``,
+    :func:`~bayesfair.diagnostics.posterior_draws`' with the same key, up to float32 rounding)
+    and from the prior, and the Datasets of ``log_likelihood``, ``posterior_predictive``, ``prior_predictive``,
     ``observed_data`` and ``constant_data`` (module docstring)."""
     import xarray as xr
 
