@@ -240,8 +240,8 @@ def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, ke
     """``(posterior_draws, prior_draws, groups)``: joint draws of the likelihood's parameters
     from ``state`` (keys ``split(key, n_draws)``, so the family's own variables equal
     :func:`~bayesfair.diagnostics.posterior_draws`' with the same key, up to float32 rounding)
-    and from the prior, and the Datasets of ``log_likelihood``, ``posterior_predictive``, ``prior_predictive``,
-    ``observed_data`` and ``constant_data`` (module docstring)."""
+    and from the prior, and the Datasets of ``log_likelihood``, ``posterior_predictive``,
+    ``prior_predictive``, ``observed_data`` and ``constant_data`` (module docstring)."""
     import xarray as xr
 
     if getattr(posterior, "observation", None) is None:
