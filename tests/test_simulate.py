@@ -68,9 +68,10 @@ def test_run_means_are_the_simulated_means_and_reuse_their_compiled_function(sma
     sim_mod = importlib.import_module("bayesfair.simulate")  # the module (bayesfair.simulate is the function)
     env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=4), groups=[0, 0, 1, 1])
     first = sim_mod.run_means(env, 11, 5)
-    draw, hit = sim_mod._MEANS_FNS.get(("run_means", env), lambda: None)
-    assert hit and draw is not None
     np.testing.assert_array_equal(sim_mod.run_means(env, 11, 5), first)
+    # the cached function (a miss fails here instead of storing anything) was traced once for both calls
+    draw, _ = sim_mod._MEANS_FNS.get(("run_means", env), lambda: pytest.fail("run_means did not keep its function"))
+    assert draw._cache_size() == 1
     ds = bf.simulate(11, env, {"u": bf.uniform()}, 10, 5, merit=exp4)
     np.testing.assert_allclose(ds["mean"].values, first, rtol=1e-6)
 
