@@ -514,6 +514,7 @@ def wait_interruptibly(tree: Any, poll: float = 0.002, max_poll: float = 0.005) 
 
 def run_means(env: Environment, key: Any, runs: int) -> np.ndarray:
     """``[R, K]`` arm means of every run, exactly as :func:`simulate` draws them for ``key``."""
+    enable_persistent_cache()  # study loaders and metric checks call this before any simulate call
     k_env, _ = jax.random.split(as_key(key))
     env_keys = jax.random.split(k_env, runs)
     check_instances(env, runs)
@@ -546,6 +547,7 @@ def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit |
     host-side check passes (e.g. the FairX regrets: every run's arm means lie in the merit's domain,
     for multi-armed environments). ``metrics`` defaults to :func:`bayesfair.metric_parts.default_metrics`
     of ``merit``. Raises :class:`bayesfair.compat.IncompatibleError`."""
+    enable_persistent_cache()  # the checks compile small programs (study loaders call this first)
     for name, pol in policies.items():
         check_policy_fits(pol, env, name)
     for part in default_metrics(merit) if metrics is None else metrics:

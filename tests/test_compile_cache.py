@@ -148,6 +148,31 @@ def test_persistent_cache_decision(monkeypatch, tmp_path):
     assert _compile.enable_persistent_cache() is None and updates == {}  # cannot create it: off, no error
 
 
+def test_pre_flight_checks_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
+    # A study loader validates a config (the merit-domain check draws every run's means) before
+    # any simulate call; those programs must go to the persistent cache too. Before this was
+    # checked, the bi-level study's config load compiled ~0.55 s afresh in every process.
+    calls = []
+    monkeypatch.setattr(sim_mod, "enable_persistent_cache", lambda: calls.append("on"))
+    compiled_before_cache = []
+    real_jit = sim_mod.jax.jit
+
+    def jit(*args, **kwargs):
+        if not calls:
+            compiled_before_cache.append(args)
+        return real_jit(*args, **kwargs)
+
+    monkeypatch.setattr(sim_mod.jax, "jit", jit)
+    env = bayesfair.bernoulli_arms(np.array([0.3, 0.6]))  # a new environment: run_means builds its function
+    policies = {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}
+    compiled_before_cache.clear()  # (building the policy may jit; only the checks' own programs count)
+    sim_mod.run_means(env, 1, 3)
+    assert calls and not compiled_before_cache
+    calls.clear()
+    sim_mod.check_study(env, policies, exp4, 1, 4)
+    assert calls and not compiled_before_cache
+
+
 @pytest.mark.slow  # three fresh processes (~10 s each on a loaded 2-core machine)
 def test_new_process_writes_and_then_reads_the_cache(tmp_path):
     # A fresh process fills the folder; a second one with the same study finds its entries

@@ -254,8 +254,8 @@ def numpy_bilevel(runs, horizon, seed, means, policy):
     means; ``[R]`` final group fairness regret."""
     b, study = _script("bilevel_bench"), _bilevel()
     sizes = study.SETTINGS[b.SETTING_OF_K[15]]["sizes"]
-    return b.numpy_bilevel(policy, means, sizes, b.BETA, horizon, seed, delta=study.DELTA,
-                           merit_floor=study.MERIT.params["floor"])["group_fairness_regret"]
+    return b.numpy_bilevel(policy, means, sizes, b.BETA, horizon, seed, delta=study.delta(),
+                           merit_floor=study.merit().params["floor"])["group_fairness_regret"]
 
 
 @functools.cache
