@@ -168,9 +168,11 @@ def test_pre_flight_checks_turn_the_cache_on_before_they_compile(monkeypatch, ex
     compiled_before_cache.clear()  # (building the policy may jit; only the checks' own programs count)
     sim_mod.run_means(env, 1, 3)
     assert calls and not compiled_before_cache
-    calls.clear()
+    calls.clear()  # check_study turns it on before its first check (policy checks may run eager ops)
+    real_fits = sim_mod.check_policy_fits
+    monkeypatch.setattr(sim_mod, "check_policy_fits", lambda *a: (calls.append("fits"), real_fits(*a)))
     sim_mod.check_study(env, policies, exp4, 1, 4)
-    assert calls and not compiled_before_cache
+    assert calls[0] == "on" and "fits" in calls and not compiled_before_cache
 
 
 @pytest.mark.slow  # three fresh processes (~10 s each on a loaded 2-core machine)
