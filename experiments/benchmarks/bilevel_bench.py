@@ -43,7 +43,6 @@ See experiments/benchmarks/README.md.
 """
 
 import functools
-import tomllib
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,7 +53,7 @@ import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be impo
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
-from bayesfair.config import load_config
+from bayesfair.config import _read_toml, load_config  # the config reader's TOML step (clear errors)
 from bayesfair.metrics import bilevel_regret
 
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -94,10 +93,8 @@ def load_study():
         s = parsed("low", tuple(beta))
         return {k: v for k, v in s.policies.items() if with_baselines or k in ("BF-UCB", "BF-TS")}
 
-    sizes = {}
-    for setting, path in STUDY_CONFIGS.items():
-        with open(path, "rb") as f:
-            sizes[setting] = {"sizes": tuple(tomllib.load(f)["environment"]["group_sizes"])}
+    sizes = {setting: {"sizes": tuple(_read_toml(path)["environment"]["group_sizes"])}
+             for setting, path in STUDY_CONFIGS.items()}
     return SimpleNamespace(
         environment=lambda setting: parsed(setting, BETA).env,  # the floors do not change the environment
         policies=policies,
