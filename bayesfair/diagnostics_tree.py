@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair._compile import enable_persistent_cache
 from bayesfair.diagnostics_inputs import (
     _float_array,
     _labels_from,
@@ -177,6 +178,7 @@ def posterior_tree(
     -------
     xarray.DataTree
     """
+    enable_persistent_cache()  # its small programs go to the persistent cache (fresh notebook kernels)
     import xarray as xr
 
     if compare not in _COMPARE:

@@ -175,6 +175,43 @@ def test_pre_flight_checks_turn_the_cache_on_before_they_compile(monkeypatch, ex
     assert calls[0] == "on" and "fits" in calls and not compiled_before_cache
 
 
+def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
+    # A notebook that restarts its kernel and only draws diagnostics never calls simulate or fit,
+    # so the diagnostics entry points turn the persistent cache on themselves: measured, a fresh
+    # process's first from_posterior call 2.0 s with its programs compiled, 1.2 s loaded.
+    import jax
+
+    from bayesfair import diagnostics, diagnostics_checks, diagnostics_tree
+    from bayesfair.posteriors.base import Outcome
+
+    on: list[str] = []
+    for mod in (diagnostics, diagnostics_checks, diagnostics_tree):
+        monkeypatch.setattr(mod, "enable_persistent_cache", lambda name=mod.__name__: on.append(name), raising=False)
+    post = bayesfair.beta_bernoulli(a0=1.3, b0=0.9)  # new closures and shapes: the calls must compile
+    rng = np.random.default_rng(3)
+    arm, reward = rng.integers(0, 7, 23), (rng.random(23) < 0.4).astype(np.float32)
+    state = post.init(7)
+    for a, r in zip(arm, reward):
+        state = post.update(state, Outcome(np.float32(r), arm=np.int32(a)))
+    events: list[bool] = []  # one per backend compilation: was the cache on by then?
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(bool(on))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for call in (lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=37),
+                     lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=41,
+                                                        observations={"arm": arm, "reward": reward})):
+            on.clear()
+            events.clear()
+            call()
+            assert events and all(events), f"{events.count(False)} of {len(events)} compilations before the cache"
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
 @pytest.mark.slow  # three fresh processes (~10 s each on a loaded 2-core machine)
 def test_new_process_writes_and_then_reads_the_cache(tmp_path):
     # A fresh process fills the folder; a second one with the same study finds its entries

@@ -73,6 +73,25 @@ def test_marsaglia_tsang_decisions_match_float64(shape):
     assert not np.any(wrong & (gap > 1e-5)), f"{int(np.sum(wrong))} decisions differ, max gap {gap[wrong].max():.2e}"
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_goldberg_log1p_is_as_accurate_as_jnp_log1p(dtype):
+    # _mt_log_accept's log1p: within 4 ulps of log1p computed in extended precision over (-1, 20],
+    # near -1, near 0 on both sides (where 1 + y rounds to 1) and exactly 0. A plain log(1 + y)
+    # is off by up to ~1e7 ulps near 0 and fails this.
+    near0 = np.geomspace(1e-30, 0.5, 20_000)
+    y = np.concatenate([np.linspace(-1, 20, 400_001)[1:], -1 + np.geomspace(1e-7, 0.5, 20_000),
+                        near0, -near0, [0.0]]).astype(dtype)
+    ref = np.log1p(y.astype(np.longdouble))
+    ulp = np.spacing(np.abs(ref).astype(dtype)).astype(np.longdouble)
+    with jax.enable_x64(dtype == np.float64):
+        got = np.asarray(jax.jit(_random._log1p)(jnp.asarray(y)))
+        plain = np.asarray(jax.jit(lambda v: jnp.log(1 + v))(jnp.asarray(y)))
+    assert got.dtype == dtype
+    err = np.abs(got.astype(np.longdouble) - ref) / ulp
+    assert float(err.max()) <= 4.0, f"{dtype.__name__}: max error {float(err.max()):.2f} ulps at y = {y[np.argmax(err)]!r}"
+    assert float((np.abs(plain.astype(np.longdouble) - ref) / ulp).max()) > 1e3  # the check can fail
+
+
 def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
     # The simulator's layout: one gamma call per run (vmap) on 20 lanes; the batching rule lays all
     # runs' lanes out flat and the retry loop serves the first rejected lanes of all runs in flat
