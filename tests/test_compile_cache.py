@@ -191,7 +191,7 @@ def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     rng = np.random.default_rng(3)
     arm, reward = rng.integers(0, 7, 23), (rng.random(23) < 0.4).astype(np.float32)
     state = post.init(7)
-    for a, r in zip(arm, reward):
+    for a, r in zip(arm, reward, strict=True):
         state = post.update(state, Outcome(np.float32(r), arm=np.int32(a)))
     events: list[bool] = []  # one per backend compilation: was the cache on by then?
 
