@@ -67,6 +67,11 @@ def enable_persistent_cache() -> str | None:
     folder is bounded to 2 GiB, least recently used entries evicted first. A folder
     that cannot be created turns the cache off rather than failing the simulation.
 
+    Called first by everything that compiles on a user's behalf: ``simulate`` and its pre-flight
+    checks (``run_means``, ``check_study``), ``fitting.fit``, ``sbc`` and the diagnostics entry
+    points (``diagnostics.posterior_draws``, ``from_posterior``, ``from_group_bias_fit``,
+    ``diagnostics_tree.posterior_tree``, ``diagnostics_checks.model_check``, ``fit_from_log``).
+
     Returns
     -------
     str or None
