@@ -1,5 +1,6 @@
 """Compilation reuse (bayesfair._compile, simulate's chunk-function cache, the progress ETA)."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -148,39 +149,48 @@ def test_persistent_cache_decision(monkeypatch, tmp_path):
     assert _compile.enable_persistent_cache() is None and updates == {}  # cannot create it: off, no error
 
 
+@contextlib.contextmanager
+def _backend_compiles(on: list):
+    """Record, for every XLA backend compilation inside the block, whether ``on`` was non-empty
+    (i.e. whether the spied ``enable_persistent_cache`` had been called) at that moment."""
+    import jax
+
+    events: list[bool] = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(bool(on))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
 def test_pre_flight_checks_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     # A study loader validates a config (the merit-domain check draws every run's means) before
     # any simulate call; those programs must go to the persistent cache too. Before this was
     # checked, the bi-level study's config load compiled ~0.55 s afresh in every process.
-    calls = []
+    calls: list[str] = []
     monkeypatch.setattr(sim_mod, "enable_persistent_cache", lambda: calls.append("on"))
-    compiled_before_cache = []
-    real_jit = sim_mod.jax.jit
-
-    def jit(*args, **kwargs):
-        if not calls:
-            compiled_before_cache.append(args)
-        return real_jit(*args, **kwargs)
-
-    monkeypatch.setattr(sim_mod.jax, "jit", jit)
     env = bayesfair.bernoulli_arms(np.array([0.3, 0.6]))  # a new environment: run_means builds its function
     policies = {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}
-    compiled_before_cache.clear()  # (building the policy may jit; only the checks' own programs count)
-    sim_mod.run_means(env, 1, 3)
-    assert calls and not compiled_before_cache
+    with _backend_compiles(calls) as events:
+        sim_mod.run_means(env, 1, 3)
+    assert events and all(events), f"{events.count(False)} of {len(events)} compilations before the cache"
     calls.clear()  # check_study turns it on before its first check (policy checks may run eager ops)
     real_fits = sim_mod.check_policy_fits
     monkeypatch.setattr(sim_mod, "check_policy_fits", lambda *a: (calls.append("fits"), real_fits(*a)))
-    sim_mod.check_study(env, policies, exp4, 1, 4)
-    assert calls[0] == "on" and "fits" in calls and not compiled_before_cache
+    with _backend_compiles(calls) as events:
+        sim_mod.check_study(env, policies, exp4, 1, 4)
+    assert calls[0] == "on" and "fits" in calls and all(events)
 
 
 def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     # A notebook that restarts its kernel and only draws diagnostics never calls simulate or fit,
     # so the diagnostics entry points turn the persistent cache on themselves: measured, a fresh
     # process's first from_posterior call 2.0 s with its programs compiled, 1.2 s loaded.
-    import jax
-
     from bayesfair import diagnostics, diagnostics_checks, diagnostics_tree
     from bayesfair.posteriors.base import Outcome
 
@@ -193,23 +203,13 @@ def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     state = post.init(7)
     for a, r in zip(arm, reward, strict=True):
         state = post.update(state, Outcome(np.float32(r), arm=np.int32(a)))
-    events: list[bool] = []  # one per backend compilation: was the cache on by then?
-
-    def listener(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            events.append(bool(on))
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        for call in (lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=37),
-                     lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=41,
-                                                        observations={"arm": arm, "reward": reward})):
-            on.clear()
-            events.clear()
+    for call in (lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=37),
+                 lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=41,
+                                                    observations={"arm": arm, "reward": reward})):
+        on.clear()
+        with _backend_compiles(on) as events:
             call()
-            assert events and all(events), f"{events.count(False)} of {len(events)} compilations before the cache"
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        assert events and all(events), f"{events.count(False)} of {len(events)} compilations before the cache"
 
 
 @pytest.mark.slow  # three fresh processes (~10 s each on a loaded 2-core machine)
