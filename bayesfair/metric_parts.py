@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair._compile import TraceCache
 from bayesfair.merit import Merit, fair_policy, group_fair_policy, resolve_merit
 from bayesfair.metrics import (
     LAST,
@@ -173,14 +174,26 @@ class FairXRegrets(Metric):
         return {"name": self.name, "merit": self.merit.describe()}
 
 
+_FAIR_POLICIES = TraceCache(maxsize=16)  # one jitted pi* / within-group function per merit, see fair_policies
+
+
 def fair_policies(merit: Merit, means: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray]:
-    """pi* and the within-group fair policy ``[R, K]`` of the runs' means, in float64 (host side)."""
+    """pi* and the within-group fair policy ``[R, K]`` of the runs' means, in float64 (host side).
+
+    One jitted program per merit (kept in process, and in the persistent compilation cache): run
+    op by op, the same arithmetic compiled ~20 one-operation programs, each too quick to compile
+    for the persistent cache to keep, so every new process paid them again after its study."""
+
+    def both(mu, member):
+        within = jax.vmap(lambda m: group_fair_policy(merit, m, member))(mu)
+        return fair_policy(merit, mu), within
+
+    fn, _ = _FAIR_POLICIES.get(("fair_policies", merit), lambda: jax.jit(both))
     with jax.enable_x64(True):
         mu64 = jnp.asarray(means, jnp.float64)
         member = jnp.asarray(np.eye(groups.n_groups)[np.asarray(groups.labels)], jnp.float64)
-        pi_star = np.asarray(fair_policy(merit, mu64), np.float64)
-        within = np.asarray(jax.vmap(lambda mu: group_fair_policy(merit, mu, member))(mu64), np.float64)
-    return pi_star, within
+        pi_star, within = fn(mu64, member)
+        return np.asarray(pi_star, np.float64), np.asarray(within, np.float64)
 
 
 class Conventional(Metric):

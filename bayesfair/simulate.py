@@ -354,6 +354,25 @@ def _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_key
     return init_fn, chunk_fn, specs, carry
 
 
+_SHARED_CHUNK = 1024  # compiled chunk length kept for horizons shorter than the chunk (see _compiled_chunk)
+
+
+def _compiled_chunk(chunk_size: int, horizon: int, record: bool) -> int:
+    """The length of a chunk call's round arrays, which is a shape of the compiled program.
+
+    Only the first ``n_active`` rounds of a chunk are played (a dynamic loop bound), so a horizon
+    shorter than the chunk does not need a shorter program: with ``chunk_size <= 1024`` the
+    length stays ``chunk_size`` whatever the horizon, and studies that differ only in their
+    horizon share one compiled chunk (in process and in the persistent cache). The padding is two
+    int32 vectors. Longer chunks, and chunks with the round log (whose ``[R, chunk, ...]``
+    records are allocated whole), are cut to the horizon as before. The rounds played, and so
+    the numbers, are the same either way.
+    """
+    if record or chunk_size > _SHARED_CHUNK:
+        return min(chunk_size, horizon)
+    return chunk_size
+
+
 def _chunk_args(chunk_size: int) -> tuple[np.ndarray, np.ndarray, np.int32]:
     """Arguments of the right shapes for compiling a chunk function (rounds, checkpoint slots, active count)."""
     return np.arange(1, chunk_size + 1, dtype=np.int32), np.full(chunk_size, -1, np.int32), np.int32(chunk_size)
@@ -669,7 +688,7 @@ def simulate(
     chunk_size = positive_int("chunk_size", chunk_size)
     merit = None if merit is None else resolve_merit(merit)
     grid = _validate_checkpoints(checkpoints, horizon)
-    chunk_size = min(chunk_size, horizon)
+    chunk_size = _compiled_chunk(chunk_size, horizon, round_log is not None)
     if horizon + chunk_size - 1 > np.iinfo(np.int32).max:
         raise ValueError(f"chunk_size {chunk_size:,} is too large for horizon {horizon:,}: round indices are 32-bit "
                          "integers; use a chunk_size of at most 2**20")

@@ -63,6 +63,25 @@ def test_second_identical_call_reuses_the_chunk_functions(monkeypatch, exp4):
     assert len(built) == 3  # an equal but separately built environment: its functions are other objects
 
 
+def test_horizons_shorter_than_the_chunk_share_one_trace(monkeypatch, exp4):
+    # With chunk_size <= 1024 the compiled chunk keeps its length whatever the horizon (only the
+    # first horizon rounds are played), so a second study that differs only in its horizon builds
+    # nothing; its numbers are those of a chunk cut to the horizon (chunk_size=horizon, another
+    # trace). Longer chunks are cut to the horizon and are traced per horizon, as before.
+    sim_mod._FNS.clear()
+    built = _counting_build(monkeypatch)
+    pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4)
+    a40, a60 = _sim(pol, horizon=40, chunk_size=64), _sim(pol, horizon=60, chunk_size=64)
+    assert built == [pol.name]
+    np.testing.assert_array_equal(a40, _sim(pol, horizon=40, chunk_size=40))
+    np.testing.assert_array_equal(a60, _sim(pol, horizon=60, chunk_size=60))
+    assert len(built) == 3
+    assert sim_mod._compiled_chunk(64, 40, record=False) == 64
+    assert sim_mod._compiled_chunk(64, 40, record=True) == 40  # the round log's records are chunk-long
+    assert sim_mod._compiled_chunk(4096, 40, record=False) == 40
+    assert sim_mod._compiled_chunk(4096, 5000, record=False) == 4096
+
+
 def test_different_policies_never_share_a_compiled_function(monkeypatch, exp4):
     # Policies built by one constructor that differ only in a parameter held in a closure (the merit,
     # the prior) are different traces: each gets its own functions, and its numbers equal those of a
@@ -241,3 +260,30 @@ def test_new_process_writes_and_then_reads_the_cache(tmp_path):
     chunks = [name for name in first if name.startswith("jit_chunk_run")]
     assert set(first) <= set(second)  # (a computation near the 0.02 s threshold may be added now)
     assert [name for name in second if name.startswith("jit_chunk_run")] == chunks  # same key: loaded, not rebuilt
+
+
+def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
+    # The result's pi* and within-group policy were computed op by op: ~20 one-operation programs,
+    # each under the persistent cache's threshold, compiled again in every new process (0.18 s of
+    # a fresh R = 100 study's 2.8 s). Now one jitted program per merit; same float64 numbers.
+    import jax
+
+    from bayesfair.merit import fair_policy, group_fair_policy
+    from bayesfair.metric_parts import fair_policies
+
+    merit = bayesfair.merit.exponential(3.7)  # a merit no other test uses: the call must compile
+    groups = bayesfair.Groups.from_labels([0, 1, 1, 0, 2])
+    means = np.random.default_rng(5).uniform(0.05, 0.95, (6, 5))
+    with _backend_compiles([]) as events:
+        pi_star, within = fair_policies(merit, means, groups)
+    assert len(events) == 1
+    with _backend_compiles([]) as events:
+        fair_policies(merit, means[::-1] * 0.5, groups)  # other means of the same shape
+        assert fair_policies(merit, means, groups)[0].dtype == np.float64
+    assert events == []
+    with jax.enable_x64(True):
+        member = np.eye(3)[[0, 1, 1, 0, 2]]
+        np.testing.assert_allclose(pi_star, np.asarray(fair_policy(merit, means)), rtol=1e-13, atol=0)
+        for r in range(means.shape[0]):
+            np.testing.assert_allclose(within[r], np.asarray(group_fair_policy(merit, means[r], member)),
+                                       rtol=1e-13, atol=0)
