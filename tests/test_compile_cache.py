@@ -143,13 +143,14 @@ def test_persistent_cache_decision(monkeypatch, tmp_path):
     updates = {}
     monkeypatch.setattr(_compile.jax.config, "update", lambda name, value: updates.__setitem__(name, value))
     monkeypatch.setattr(_compile, "_enabled", False)
+    monkeypatch.setattr(_compile, "_ours", False)
     monkeypatch.setenv("BAYESFAIR_NO_COMPILE_CACHE", "1")
     monkeypatch.setattr(_compile, "_configured_dir", lambda: None)
     assert _compile.enable_persistent_cache() is None and updates == {}
     monkeypatch.setattr(_compile, "_enabled", False)
     monkeypatch.setenv("BAYESFAIR_NO_COMPILE_CACHE", "0")
     monkeypatch.setattr(_compile, "_configured_dir", lambda: "/users/own")
-    assert _compile.enable_persistent_cache() == "/users/own" and updates == {}  # left alone
+    assert _compile.enable_persistent_cache() == "/users/own" and updates == {} and not _compile._ours  # left alone
     monkeypatch.setattr(_compile, "_enabled", False)
     monkeypatch.setattr(_compile, "_configured_dir", lambda: None)
     monkeypatch.delenv("BAYESFAIR_COMPILE_CACHE_DIR", raising=False)
@@ -157,7 +158,7 @@ def test_persistent_cache_decision(monkeypatch, tmp_path):
     assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")
     assert updates["jax_compilation_cache_dir"] == str(tmp_path / "xdg" / "bayesfair" / "jax")
     assert updates["jax_persistent_cache_min_compile_time_secs"] < 1.0
-    assert (tmp_path / "xdg" / "bayesfair" / "jax").is_dir()
+    assert (tmp_path / "xdg" / "bayesfair" / "jax").is_dir() and _compile._ours  # its settings: bayesfair's
     assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")  # decided once
     monkeypatch.setattr(_compile, "_enabled", False)
     monkeypatch.setenv("BAYESFAIR_COMPILE_CACHE_DIR", str(tmp_path / "own"))
@@ -287,3 +288,32 @@ def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
         for r in range(means.shape[0]):
             np.testing.assert_allclose(within[r], np.asarray(group_fair_policy(merit, means[r], member)),
                                        rtol=1e-13, atol=0)
+
+
+def test_small_programs_are_cached_only_inside_the_block(monkeypatch, tmp_path):
+    # cache_small_programs (NUTS fits) lowers the persistent cache's threshold to 0 inside its
+    # block; blocks nest and the last one restores the threshold, also on an error; a user's own
+    # cache settings, or the cache turned off, are left alone.
+    import jax
+
+    def threshold():
+        return jax.config.jax_persistent_cache_min_compile_time_secs
+
+    monkeypatch.setattr(_compile, "_enabled", str(tmp_path))
+    monkeypatch.setattr(_compile, "_ours", True)
+    before = threshold()
+    assert before > 0
+    with _compile.cache_small_programs():
+        assert threshold() == 0.0
+        with _compile.cache_small_programs():
+            assert threshold() == 0.0
+        assert threshold() == 0.0  # the outer block is still open
+    assert threshold() == before
+    with pytest.raises(RuntimeError), _compile.cache_small_programs():
+        raise RuntimeError("a failed fit")
+    assert threshold() == before
+    for enabled, ours in ((str(tmp_path), False), (None, False)):
+        monkeypatch.setattr(_compile, "_enabled", enabled)
+        monkeypatch.setattr(_compile, "_ours", ours)
+        with _compile.cache_small_programs():
+            assert threshold() == before
