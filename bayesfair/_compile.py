@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import os
 import threading
@@ -27,7 +28,8 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["enable_persistent_cache", "cache_small_programs", "cache_dir", "trace_key", "TraceCache"]
+__all__ = ["enable_persistent_cache", "cache_small_programs", "caches_small_programs", "cache_dir", "trace_key",
+           "TraceCache"]
 
 _MIN_COMPILE_SECONDS = 0.02  # cache what takes longer to compile: the chunk functions (seconds) and the
 # finalization's small programs (~40 ms each, 30-40 per study: ~1.5 s a process when not cached)
@@ -137,6 +139,19 @@ def cache_small_programs():
             _small_depth -= 1
             if _small_depth == 0:
                 jax.config.update("jax_persistent_cache_min_compile_time_secs", _small_saved)
+
+
+def caches_small_programs(fn):
+    """Decorator: ``fn`` runs inside :func:`cache_small_programs` (the diagnostics entry points:
+    a fresh kernel's ``from_posterior`` on a Beta-Bernoulli state with observations, 48
+    programs, 1.31-1.44 s with only the slow ones cached, 0.95-1.02 s with all of them)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with cache_small_programs():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _reset_for_tests() -> None:

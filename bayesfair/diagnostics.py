@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._compile import enable_persistent_cache
+from bayesfair._compile import caches_small_programs, enable_persistent_cache
 from bayesfair._validate import positive_int
 from bayesfair.diagnostics_checks import (
     _draw_many,
@@ -166,6 +166,7 @@ def _named_draws(posterior: PosteriorFamily, value: Any) -> dict[str, Any]:
     return {names[0]: value}
 
 
+@caches_small_programs
 def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
                     n_draws: int = 1000) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, str]:
     """Draws of one run's posterior: ``(draws, sample_stats, source)``.
@@ -180,7 +181,7 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
     ``state`` must be a single run's posterior state (see :func:`run_state`,
     :func:`posterior_state`).
     """
-    enable_persistent_cache()  # its small programs go to the persistent cache (fresh notebook kernels)
+    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     if not is_posterior(posterior):
         raise TypeError("posterior must be a bayesfair posterior family (Posterior, LinearPosterior, "
                         f"GroupBiasPosterior), got {posterior!r}")
@@ -214,6 +215,7 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
     return {k: np.asarray(v, np.float64)[None] for k, v in _named_draws(posterior, x).items()}, None, "exact"
 
 
+@caches_small_programs
 def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Callable | None = None,
                    key: Any = 0, n_draws: int = 1000, observations: Any = None, check_observations: bool = True,
                    **kwargs: Any):
@@ -239,7 +241,7 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     draws' dimension names come from ``posterior.dims``. Other keyword arguments go to
     :func:`posterior_tree`.
     """
-    enable_persistent_cache()  # its small programs go to the persistent cache (fresh notebook kernels)
+    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     if kwargs.get("group_of_arm") is None:
         labels = _group_of_arm_from_state(state)
         if labels is None and "group_of_arm" in getattr(posterior, "params", {}):
@@ -295,6 +297,7 @@ def run_state(states: Mapping[str, Any], policy: str, run: int = 0) -> Any:
     return jax.tree.map(lambda x: np.asarray(x)[int(run)], states[policy])
 
 
+@caches_small_programs
 def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None = None):
     """:func:`posterior_tree` of a NUTS fit of the hierarchical group-bias model.
 
@@ -309,7 +312,7 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
     least 4 draws, ArviZ's R-hat and bulk/tail ESS of every variable. ``attrs`` are added to the
     root attributes (JSON-friendly values).
     """
-    enable_persistent_cache()  # its small programs go to the persistent cache (fresh notebook kernels)
+    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     import json
 
     from bayesfair.fitting import Fit, GroupBiasData, NutsFit

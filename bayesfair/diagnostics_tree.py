@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._compile import enable_persistent_cache
+from bayesfair._compile import caches_small_programs, enable_persistent_cache
 from bayesfair.diagnostics_inputs import (
     _float_array,
     _labels_from,
@@ -101,6 +101,7 @@ def _dims_for(name: str, arr: np.ndarray, dims: Mapping[str, Sequence[str]]) -> 
 # --------------------------------------------------------------------------- the tree
 
 
+@caches_small_programs
 def posterior_tree(
     draws: Mapping[str, Any],
     *,
@@ -178,7 +179,7 @@ def posterior_tree(
     -------
     xarray.DataTree
     """
-    enable_persistent_cache()  # its small programs go to the persistent cache (fresh notebook kernels)
+    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     import xarray as xr
 
     if compare not in _COMPARE:
