@@ -69,7 +69,7 @@ def enable_persistent_cache() -> str | None:
     Does nothing when ``BAYESFAIR_NO_COMPILE_CACHE`` is set (to anything but ``0``/``false``/``no``),
     or when the user already configured ``jax_compilation_cache_dir`` (that folder is used, with
     the user's settings). Otherwise sets the folder and caches every computation that takes at least
-    0.02 s to compile (every computation inside NUTS fits: :func:`cache_small_programs`); with
+    0.02 s to compile (inside NUTS fits and the diagnostics, every one: :func:`cache_small_programs`); with
     the ``filelock`` package installed (JAX needs it for eviction) the folder is bounded to
     2 GiB, least recently used entries evicted first. A folder that cannot be created turns the
     cache off rather than failing the simulation.
@@ -144,7 +144,7 @@ def cache_small_programs():
 def caches_small_programs(fn):
     """Decorator: ``fn`` runs inside :func:`cache_small_programs` (the diagnostics entry points:
     a fresh kernel's ``from_posterior`` on a Beta-Bernoulli state with observations, 48
-    programs, 1.31-1.44 s with only the slow ones cached, 0.95-1.02 s with all of them)."""
+    programs, 1.31-1.44 s with only the slow ones cached, 0.88-0.99 s with all of them)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
