@@ -77,7 +77,8 @@ def enable_persistent_cache() -> str | None:
     Called first by everything that compiles on a user's behalf: ``simulate`` and its pre-flight
     checks (``run_means``, ``check_study``), ``fitting.fit``, ``sbc`` and the diagnostics entry
     points (``diagnostics.posterior_draws``, ``from_posterior``, ``from_group_bias_fit``,
-    ``diagnostics_tree.posterior_tree``, ``diagnostics_checks.model_check``, ``fit_from_log``).
+    ``diagnostics_tree.posterior_tree``, ``diagnostics_checks.model_check``, ``fit_from_log``, through
+    the decorator :func:`caches_small_programs`).
 
     Returns
     -------

@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._compile import caches_small_programs, enable_persistent_cache
+from bayesfair._compile import caches_small_programs
 from bayesfair._validate import positive_int
 from bayesfair.diagnostics_checks import (
     _draw_many,
@@ -181,7 +181,6 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
     ``state`` must be a single run's posterior state (see :func:`run_state`,
     :func:`posterior_state`).
     """
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     if not is_posterior(posterior):
         raise TypeError("posterior must be a bayesfair posterior family (Posterior, LinearPosterior, "
                         f"GroupBiasPosterior), got {posterior!r}")
@@ -241,7 +240,6 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     draws' dimension names come from ``posterior.dims``. Other keyword arguments go to
     :func:`posterior_tree`.
     """
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     if kwargs.get("group_of_arm") is None:
         labels = _group_of_arm_from_state(state)
         if labels is None and "group_of_arm" in getattr(posterior, "params", {}):
@@ -312,7 +310,6 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
     least 4 draws, ArviZ's R-hat and bulk/tail ESS of every variable. ``attrs`` are added to the
     root attributes (JSON-friendly values).
     """
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     import json
 
     from bayesfair.fitting import Fit, GroupBiasData, NutsFit

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._compile import caches_small_programs, enable_persistent_cache
+from bayesfair._compile import caches_small_programs
 from bayesfair._validate import integer_indices
 from bayesfair.posteriors.base import Outcome, PosteriorFamily, fit_outcomes
 
@@ -172,7 +172,6 @@ def fit_from_log(posterior: PosteriorFamily, log: Any, policy: str, *, size: int
     posterior of what a policy without one (``uniform``) observed. ``size`` is the number of
     arms (per-arm families; default the log's ``n_arms``) or features (linear; default the
     contexts' width)."""
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     per_arm = _per_arm(posterior)
     if size is None:
         size = getattr(log, "n_arms", None) if per_arm else (np.shape(contexts)[1] if contexts is not None else None)
@@ -246,7 +245,6 @@ def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, ke
     :func:`~bayesfair.diagnostics.posterior_draws`' with the same key, up to float32 rounding)
     and from the prior, and the Datasets of ``log_likelihood``, ``posterior_predictive``,
     ``prior_predictive``, ``observed_data`` and ``constant_data`` (module docstring)."""
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     import xarray as xr
 
     if getattr(posterior, "observation", None) is None:

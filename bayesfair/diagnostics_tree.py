@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._compile import caches_small_programs, enable_persistent_cache
+from bayesfair._compile import caches_small_programs
 from bayesfair.diagnostics_inputs import (
     _float_array,
     _labels_from,
@@ -179,7 +179,6 @@ def posterior_tree(
     -------
     xarray.DataTree
     """
-    enable_persistent_cache()  # before anything compiles (fresh notebook kernels)
     import xarray as xr
 
     if compare not in _COMPARE:
