@@ -271,7 +271,7 @@ def gamma(key: jax.Array, shape_param: jax.Array, *, allow_small: bool = True) -
     lanes in all), makes their next proposals until each accepts (:func:`_mt_flat`) and writes
     them back.
 
-    Under ``vmap`` (the simulator's runs) a batching rule (:func:`_mt_lanes_batched`) runs the
+    Under ``vmap`` (the simulator's runs) a batching rule (:func:`_flat_lanes`) runs the
     same flat computation on all runs' lanes, each run with its own key words. A lane's value is
     a function of its run's key, its lane index and its shape only, never of which loop
     iteration served it, so a run's numbers are those of the unbatched call with its key
@@ -305,60 +305,66 @@ def _split_gamma_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     return k_lanes, k_boost
 
 
-@custom_vmap
-def _mt_lanes(key: jax.Array, d: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Marsaglia-Tsang on the flat lanes ``d = shape - 1/3`` (``[L]``, >= 2/3) of one run
-    (:func:`_mt_flat`). Returns (accepted, value)."""
-    return _mt_flat(_key_words(key)[None, :], d, d.shape[0])
+def _flat_lanes(flat_fn):
+    """A per-run sampler on flat lanes, ``fn(key, *params)`` with each param ``[L]``, whose
+    ``vmap`` runs the same flat computation on all runs' lanes at once.
 
-
-@_mt_lanes.def_vmap
-def _mt_lanes_batched(axis_size: int, in_batched: Sequence[bool], key: jax.Array,
-                      d: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple[bool, bool]]:
-    """:func:`_mt_lanes` for a batch ``[B, L]``: every member's lanes with its own key, laid out as one flat array.
-
-    XLA's CPU code for the element-wise work on ``[B, L]`` operands inside the simulator's loop
-    depends strongly on L (``experiments/benchmarks/README.md``: at L = 20 a round cost 3.4x more
-    than at L = 32), while on a flat ``[B * L]`` array it is one long vectorized loop. Since a
-    lane's proposals are a function of (its run's key, attempt, lane) only (:func:`_mt_flat`), the
-    batch is the unbatched computation on B runs at once, number for number.
+    ``flat_fn(words, *params, n_lanes)`` samples B runs' lanes laid out flat and run-major
+    (``words`` ``[B, 2]``: each run's Threefry key words; each param ``[B * L]``). XLA's CPU code
+    for the element-wise work on ``[B, L]`` operands inside the simulator's loop depends strongly
+    on L (``experiments/benchmarks/README.md``: at L = 20 a round cost 3.4x more than at L = 32),
+    while on a flat ``[B * L]`` array it is one long vectorized loop. Since a lane's proposals are
+    a function of (its run's key, attempt, lane) only, the batch is the unbatched computation on
+    B runs at once, number for number.
     """
-    key_batched, d_batched = in_batched
-    if not key_batched:
-        key = jnp.broadcast_to(key, (axis_size, *key.shape))
-    if not d_batched:
-        d = jnp.broadcast_to(d, (axis_size, *d.shape))
-    ok, val = _mt_flat(jax.vmap(_key_words)(key), d.reshape(-1), d.shape[-1])
-    return (ok.reshape(d.shape), val.reshape(d.shape)), (True, True)
+
+    @custom_vmap
+    def lanes(key, *params):
+        return flat_fn(_key_words(key)[None, :], *params, params[0].shape[0])
+
+    @lanes.def_vmap
+    def batched(axis_size, in_batched, key, *params):
+        if not in_batched[0]:
+            key = jnp.broadcast_to(key, (axis_size, *key.shape))
+        params = [p if batched_p else jnp.broadcast_to(p, (axis_size, *p.shape))
+                  for p, batched_p in zip(params, in_batched[1:], strict=True)]
+        out = flat_fn(jax.vmap(_key_words)(key), *(p.reshape(-1) for p in params), params[0].shape[-1])
+        return tuple(o.reshape(params[0].shape) for o in out), tuple(True for _ in out)
+
+    return lanes
 
 
-def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, jax.Array]:
-    """The exact Marsaglia-Tsang sampler on B runs' lanes, flat: ``words`` ``[B, 2]`` (each run's
-    key words), ``d`` ``[B * L]`` run-major, ``L = n_lanes``. Returns (accepted, value), ``[B * L]``.
+def _rejection_flat(words: jax.Array, params: Sequence[jax.Array], n_lanes: int, decide, budget: int,
+                    lanes_per_retry: int) -> tuple[jax.Array, jax.Array]:
+    """An exact rejection sampler on B runs' lanes, flat: ``words`` ``[B, 2]`` (each run's key
+    words), each of ``params`` ``[B * L]`` run-major, ``L = n_lanes``. Returns (accepted, value),
+    ``[B * L]``.
 
-    Lane l of run b makes proposals number 0, 1, 2, ... (:func:`_lane_proposals` at counter
-    (attempt, l) under run b's key words) and keeps the first accepted one; a lane not accepted
-    after :data:`MAX_PROPOSALS` proposals is returned unaccepted (the caller makes it NaN). Every
-    lane makes proposal 0; then a ``while_loop`` gathers the first M = max(2, ceil(B L / 32))
-    still-rejected lanes in flat order (one pass over all lanes, :func:`_first_true`) and an
-    inner ``while_loop`` on those M alone makes each its next proposals until it accepts or
-    runs out; the outer loop repeats only if more than M lanes were rejected. (Compacting once
-    per outer iteration instead of once per proposal took the retries from ~34% to ~17% of a
-    FairX-TS round, K = 10, R = 2000: every pass over all lanes costs ~20-30 us there.) Which
-    iteration serves a lane never changes its proposals, so a lane's value depends only on its
-    run's key, its lane index and its shape: not on B, on the other runs, on M or on sharding.
+    ``decide(k1, k2, attempt, lane, *params)`` makes proposal number ``attempt`` of the given lanes
+    (element-wise, from Threefry at the counter (attempt, lane) under the key words (k1, k2)) and
+    returns (accepted, value). Lane l of run b makes proposals 0, 1, 2, ... and keeps the first
+    accepted one; a lane not accepted after ``budget`` proposals is returned unaccepted (the
+    caller makes it NaN). Every lane makes proposal 0; then a ``while_loop`` gathers the first
+    M = max(2, ceil(B L / lanes_per_retry)) still-rejected lanes in flat order (one pass over all
+    lanes, :func:`_first_true`) and an inner ``while_loop`` on those M alone makes each its next
+    proposals until it accepts or runs out; the outer loop repeats only if more than M lanes were
+    rejected. (Compacting once per outer iteration instead of once per proposal took the retries
+    from ~34% to ~17% of a FairX-TS round, K = 10, R = 2000: every pass over all lanes costs
+    ~20-30 us there.) Which iteration serves a lane never changes its proposals, so a lane's
+    value depends only on its run's key, its lane index and its parameters: not on B, on the other
+    runs, on M or on sharding.
     """
-    n = d.shape[0]
+    n = params[0].shape[0]
+    dtype = params[0].dtype
     if n == 0:
-        return jnp.zeros((0,), bool), jnp.zeros((0,), d.dtype)
+        return jnp.zeros((0,), bool), jnp.zeros((0,), dtype)
     runs = n // n_lanes
     k1 = jnp.broadcast_to(words[:, :1], (runs, n_lanes)).reshape(n)
     k2 = jnp.broadcast_to(words[:, 1:], (runs, n_lanes)).reshape(n)
     lane = jnp.arange(n, dtype=jnp.uint32) % np.uint32(n_lanes)
-    c = lax.rsqrt(9.0 * d)
-    ok, val = _mt_decide(*_lane_proposals(k1, k2, jnp.zeros((n,), jnp.uint32), lane, d.dtype), d, c)
-    m = min(n, max(2, -(-n // _LANES_PER_RETRY)))
-    last = np.uint32(MAX_PROPOSALS - 1)  # the attempt number of a lane's last allowed proposal
+    ok, val = decide(k1, k2, jnp.zeros((n,), jnp.uint32), lane, *params)
+    m = min(n, max(2, -(-n // lanes_per_retry)))
+    last = np.uint32(budget - 1)  # the attempt number of a lane's last allowed proposal
 
     def pending(ok, tries):
         return ~ok & (tries < last)
@@ -367,7 +373,8 @@ def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, j
         ok, val, tries = carry
         idx = _first_true(pending(ok, tries), m)  # the first m pending lanes; n: none
         at = jnp.minimum(idx, n - 1)
-        sk1, sk2, slane, sd, sc = k1[at], k2[at], lane[at], d[at], c[at]
+        sk1, sk2, slane = k1[at], k2[at], lane[at]
+        sparams = [p[at] for p in params]
 
         def live(sub):  # gathered (not padding) and still pending
             return (idx < n) & pending(sub[0], sub[2])
@@ -376,11 +383,11 @@ def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, j
             acc, sval, st = sub
             go = live(sub)
             attempt = st + np.uint32(1)
-            accept, value = _mt_decide(*_lane_proposals(sk1, sk2, attempt, slane, d.dtype), sd, sc)
+            accept, value = decide(sk1, sk2, attempt, slane, *sparams)
             return acc | (go & accept), jnp.where(go & accept, value, sval), jnp.where(go, attempt, st)
 
         acc, sval, st = lax.while_loop(lambda sub: jnp.any(live(sub)), serve,
-                                       (jnp.zeros((m,), bool), jnp.zeros((m,), d.dtype), tries[at]))
+                                       (jnp.zeros((m,), bool), jnp.zeros((m,), val.dtype), tries[at]))
         served = jnp.where(idx < n, idx, n)  # out of range: dropped
         return ok.at[served].set(acc, mode="drop"), val.at[served].set(
             jnp.where(acc, sval, val[at]), mode="drop"), tries.at[served].set(st, mode="drop")
@@ -388,6 +395,21 @@ def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, j
     ok, val, _ = lax.while_loop(lambda s: jnp.any(pending(s[0], s[2])), body,
                                 (ok, val, jnp.zeros((n,), jnp.uint32)))
     return ok, val
+
+
+def _mt_lane_decide(k1, k2, attempt, lane, d, c):
+    """Marsaglia-Tsang's proposal number ``attempt`` of each lane (d = shape - 1/3, c = 1/sqrt(9 d))."""
+    return _mt_decide(*_lane_proposals(k1, k2, attempt, lane, d.dtype), d, c)
+
+
+def _mt_flat(words: jax.Array, d: jax.Array, n_lanes: int) -> tuple[jax.Array, jax.Array]:
+    """The exact Marsaglia-Tsang sampler on B runs' flat lanes ``d = shape - 1/3`` (>= 2/3)
+    (:func:`_rejection_flat`, :data:`MAX_PROPOSALS` proposals per lane). Returns (accepted, value)."""
+    return _rejection_flat(words, (d, lax.rsqrt(9.0 * d)), n_lanes, _mt_lane_decide, MAX_PROPOSALS,
+                           _LANES_PER_RETRY)
+
+
+_mt_lanes = _flat_lanes(_mt_flat)  # Marsaglia-Tsang on one run's flat lanes d, ``[L]``; flat under vmap
 
 
 def _first_true(mask: jax.Array, size: int) -> jax.Array:
@@ -404,13 +426,133 @@ def _first_true(mask: jax.Array, size: int) -> jax.Array:
 
 
 def beta(key: jax.Array, a: jax.Array, b: jax.Array, *, allow_small: bool = True) -> jax.Array:
-    """Exact Beta(a, b) draws as X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b).
+    """Exact Beta(a, b) draws, one per element (float32).
 
-    Both gammas come from one call (one proposal array), which is what makes it fast.
+    ``allow_small=False`` is a static promise that every shape is >= 1 (true for conjugate
+    Beta-Bernoulli posteriors whose prior shapes are >= 1). Then each draw is Cheng's algorithm
+    BB (:func:`_beta_bb`: one Threefry evaluation per proposal, ~half the cost of the two
+    Marsaglia-Tsang gammas), with Beta(1, b) and Beta(a, 1) in closed form, and a shape below 1
+    (the promise broken) gives NaN. Otherwise X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b) from
+    one :func:`gamma` call (one proposal array), which allows shapes < 1.
     """
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+    if not allow_small:
+        return _beta_bb(key, a, b)
     g = gamma(key, jnp.stack([a, b]), allow_small=allow_small)
     return g[0] / (g[0] + g[1])
+
+
+BETA_MAX_PROPOSALS = 96  # Cheng's BB accepts with probability >= e/4: 96 rejections have probability < 1e-47
+_BETA_LANES_PER_RETRY = 8  # BB rejects up to ~32% of proposals (~11% for typical shapes): gather more per retry
+_LOG4 = float(np.log(4.0))
+_PHI_COEFFS = tuple(1.0 / math.factorial(k) for k in range(2, 13))  # expm1(v) - v = v^2 sum_k v^(k-2) / k!
+_PSI_COEFFS = tuple((-1.0) ** k / k for k in range(2, 15))  # q - log1p(q) = q^2 sum_k (-1)^k q^(k-2) / k
+_PHI_SERIES_BELOW = 0.5  # |v| below which expm1(v) - v is summed as a series (error < 1e-12 relative)
+_PSI_SERIES_BELOW = 0.25  # |q| below which q - log1p(q) is summed as a series (error < 1e-9 relative)
+
+
+def _horner(x: jax.Array, coeffs: Sequence[float]) -> jax.Array:
+    """sum_i coeffs[i] x^i."""
+    acc = jnp.full_like(x, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        acc = c + x * acc
+    return acc
+
+
+def _midpoint_uniform(word: jax.Array) -> jax.Array:
+    """A float32 uniform on the open interval (0, 1): (k + 1/2) 2^-23 for the top 23 bits k of
+    ``word``, exact in float32, so both log(u) and log(1 - u) are finite and the law is symmetric."""
+    k = (word >> np.uint32(9)).astype(jnp.float32)
+    return (k + np.float32(0.5)) * np.float32(2.0**-23)
+
+
+def _bb_log_accept(logit: jax.Array, v: jax.Array, a0: jax.Array, al: jax.Array) -> jax.Array:
+    """The log of Cheng's BB acceptance bound, L = gamma v - log 4 + alpha log(alpha / (b0 + a0 e^v)),
+    with gamma = a0 + 1/beta, v = beta logit, alpha = a0 + b0: a proposal is accepted iff
+    L >= log(u1^2 u2).
+
+    Written as in the paper, two terms of size ~a0 |v| cancel for large shapes (a0 v and
+    alpha log(1 + q), q = a0 (e^v - 1) / alpha): at a0 ~ 1e6 the float32 rounding of each is
+    ~1e-4, as large as the margin of many decisions. Since alpha q = a0 (e^v - 1),
+    L = logit - log 4 - a0 phi(v) + alpha psi(q) with phi(v) = expm1(v) - v and
+    psi(q) = q - log1p(q), both O(1) terms, each summed as a series where its argument is small
+    (|v| < 0.5, |q| < 0.25); for larger |v| (only for shapes below ~1e3, where beta > 0.03) the
+    paper's form L = logit - log 4 + a0 v - alpha log1p(q) is accurate to ~1e-5. Tested against
+    float64 (tests/test_random.py).
+    """
+    small_v = jnp.abs(v) < _PHI_SERIES_BELOW
+    vs = jnp.where(small_v, v, 0.0)
+    phi_series = vs * vs * _horner(vs, _PHI_COEFFS)
+    em1 = jnp.where(small_v, vs + phi_series, jnp.exp(v) - 1.0)
+    q = a0 * em1 / al
+    small_q = jnp.abs(q) < _PSI_SERIES_BELOW
+    qs = jnp.where(small_q, q, 0.0)
+    log1p_q = _log1p(q)
+    psi = jnp.where(small_q, qs * qs * _horner(qs, _PSI_COEFFS), q - log1p_q)
+    near = logit - _LOG4 - a0 * phi_series + al * psi
+    far = logit - _LOG4 + a0 * v - al * log1p_q
+    return jnp.where(small_v, near, far)
+
+
+def _bb_lane_decide(k1, k2, attempt, lane, a0, b0, be, flip, one):
+    """Proposal number ``attempt`` of Cheng's BB for Beta lanes with a0 = min(a, b) >= 1 and
+    b0 = max(a, b), beta = ``be``; ``flip`` where a is the larger shape; ``one`` where a0 == 1
+    (closed form, always accepted). Returns (accepted, value)."""
+    w1, w2 = _threefry2x32(k1, k2, attempt, lane)
+    u1, u2 = _midpoint_uniform(w1), _midpoint_uniform(w2)
+    logit = jnp.log(u1 / (1.0 - u1))
+    v = be * logit
+    al = a0 + b0
+    accept = _bb_log_accept(logit, v, a0, al) >= jnp.log(u1 * u1 * u2)
+    w = a0 * jnp.exp(v)
+    # Y ~ Beta(a0, b0) is w / (b0 + w) and 1 - Y is b0 / (b0 + w), each without cancellation. For
+    # a0 = 1, Y = 1 - U^(1/b0): Y = -expm1(log(U) / b0), 1 - Y = exp(log(U) / b0).
+    e = jnp.log(u1) / b0
+    y, one_minus_y = jnp.where(one, -jnp.expm1(e), w / (b0 + w)), jnp.where(one, jnp.exp(e), b0 / (b0 + w))
+    return accept | one, jnp.where(flip, one_minus_y, y)
+
+
+def _bb_flat(words: jax.Array, a: jax.Array, b: jax.Array, n_lanes: int) -> tuple[jax.Array, jax.Array]:
+    """Cheng's BB on B runs' flat Beta lanes (:func:`_rejection_flat`); lanes whose shapes are not
+    both finite and >= 1 are returned accepted with value NaN (no proposal waits on them)."""
+    valid = (jnp.minimum(a, b) >= 1.0) & jnp.isfinite(a) & jnp.isfinite(b)
+    a0 = jnp.where(valid, jnp.minimum(a, b), 1.0)
+    b0 = jnp.where(valid, jnp.maximum(a, b), 1.0)
+    a1, b1 = a0 - 1.0, b0 - 1.0
+    one = a1 == 0.0
+    # beta = sqrt((alpha - 2) / (2 a0 b0 - alpha)) (Cheng 1978), with a1 = a0 - 1, b1 = b0 - 1 so
+    # that shapes just above 1 do not cancel: (a1 + b1) / (2 a1 b1 + a1 + b1).
+    be = jnp.where(one, 1.0, jnp.sqrt((a1 + b1) / jnp.where(one, 1.0, 2.0 * a1 * b1 + a1 + b1)))
+    ok, val = _rejection_flat(words, (a0, b0, be, b < a, one), n_lanes, _bb_lane_decide,
+                              BETA_MAX_PROPOSALS, _BETA_LANES_PER_RETRY)
+    return ok & valid, jnp.where(valid, val, jnp.nan)
+
+
+_bb_lanes = _flat_lanes(_bb_flat)  # Cheng's BB on one run's flat lanes (a, b), ``[L]`` each; flat under vmap
+
+
+def _beta_bb(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
+    """Exact Beta(a, b) draws for shapes >= 1: Cheng (1978), "Generating beta variates with
+    nonintegral shape parameters", Commun. ACM 21(4), algorithm BB (min(a, b) > 1); Beta(1, b) and
+    Beta(a, 1) by inversion.
+
+    With a0 = min(a, b), b0 = max(a, b), alpha = a0 + b0, beta = sqrt((alpha - 2) / (2 a0 b0 -
+    alpha)) and gamma = a0 + 1/beta, a proposal is two uniforms u1, u2: v = beta log(u1 / (1 -
+    u1)), w = a0 e^v, accepted iff gamma v - log 4 + alpha log(alpha / (b0 + w)) >= log(u1^2 u2)
+    (the paper's exact test; its two squeezes only skip logarithms, which a vectorized pass
+    computes anyway), and the draw is w / (b0 + w) if a0 = a, else b0 / (b0 + w). A proposal is
+    accepted with probability >= e/4 (~0.68, at a0 -> 1, b0 -> inf; ~0.89 for a0 = b0 large).
+
+    The lanes follow :func:`gamma`'s scheme: proposal i of lane l is Threefry-2x32 at the counter
+    (i, l) under key words drawn from ``key`` (u1 from its first word, u2 from its second), all
+    lanes make proposal 0 as one flat array, and a retry loop serves the rejected ones; under
+    ``vmap`` all runs' lanes are one flat array. A lane's value depends only on its run's key, its
+    lane and its shapes. A lane still rejected after :data:`BETA_MAX_PROPOSALS` proposals is NaN.
+    """
+    if a.size == 0:
+        return jnp.zeros(a.shape, jnp.float32)
+    ok, val = _bb_lanes(key, a.reshape(-1), b.reshape(-1))
+    return jnp.where(ok, val, jnp.nan).reshape(a.shape)
 
 
 def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
