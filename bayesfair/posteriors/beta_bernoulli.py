@@ -28,7 +28,10 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
     """Conjugate Beta-Bernoulli family.
 
     The update adds the reward to alpha and ``1 - reward`` to beta of the pulled arm; the
-    sample is an exact Beta draw per arm (``bayesfair._random.beta``).
+    sample is an exact Beta draw per arm (``bayesfair._random.beta``): with prior shapes >= 1
+    Cheng's (1978) algorithm BB (a shape of exactly 1 in closed form), otherwise a ratio of two
+    gamma draws. A shape that falls below 1 under a prior >= 1 (rewards outside [0, 1]) gives NaN,
+    which the simulator reports.
 
     Parameters
     ----------
