@@ -265,6 +265,27 @@ def test_random_argmax_breaks_ties_uniformly():
     np.testing.assert_allclose(np.asarray(_random.argmax_set(x)), [0, 1 / 3, 1 / 3, 0, 1 / 3], rtol=1e-6)
 
 
+def test_argmax_set_is_all_nan_when_any_entry_is_nan():
+    # A NaN anywhere, eagerly, jitted and under vmap (the simulator's layout), must make every
+    # entry NaN, so that the simulator reports the invalid pi_t; infinities and ties stay valid
+    # distributions. (Dropping the explicit isnan check and relying on max() propagating the NaN
+    # into 0 / 0 fails this: compiled, XLA's CPU code returned 0 for every entry; stop 32.)
+    rng = np.random.default_rng(12)
+    x = rng.random((64, 10)).astype(np.float32)
+    where = rng.integers(0, 10, 64)
+    x[np.arange(64), where] = np.nan
+    x[:8] = rng.random((8, 10))  # the first 8 rows are valid
+    x[0, 3] = x[0, 7] = np.float32(np.inf)
+    x[1, :] = -np.inf
+    for f in (_random.argmax_set, jax.jit(_random.argmax_set)):
+        got = np.asarray(jax.vmap(f)(jnp.asarray(x)))
+        assert np.all(np.isnan(got[8:])) and np.all(np.isfinite(got[:8]))
+        np.testing.assert_allclose(got[:8].sum(axis=1), 1.0, rtol=1e-6)
+        np.testing.assert_allclose(got[0, [3, 7]], 0.5)
+        np.testing.assert_allclose(got[1], 0.1, rtol=1e-6)
+        assert np.all(np.isnan(np.asarray(f(jnp.asarray(x[20])))))
+
+
 @pytest.mark.parametrize("shape", [(), (7,), (14, 10), (3, 4, 5), (0, 3)])
 def test_flat_normal_and_uniform_are_jax_randoms_draws(shape):
     """_random.normal / uniform draw flat and reshape (faster under vmap on CPU). The random bits
