@@ -2,12 +2,14 @@
 
 Everything here is exact: the samplers are rejection samplers whose every proposal uses fresh
 randomness, and the loop that re-proposes rejected lanes runs until all lanes are accepted, within
-a bound (:data:`MAX_PROPOSALS` proposals per lane, see :func:`gamma`). The bound is what
-keeps an invalid input (a shape <= 0 or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside
-[0, 1]) from looping forever: such lanes are NaN at once, and a lane still rejected after the
-bound is NaN too (for a valid shape >= 1 a proposal is accepted with probability >= 0.95, so this
-happens with probability below 1e-40 per draw). The simulator turns any NaN selection probability
-into an error naming the policy, run and round (:func:`bayesfair.simulate`).
+a bound (:data:`MAX_PROPOSALS` proposals per lane for :func:`gamma`, :data:`BETA_MAX_PROPOSALS`
+for Cheng's Beta sampler in :func:`beta`). The bound is what keeps an invalid input (a shape <= 0
+or NaN, e.g. a Beta-Bernoulli posterior fed a reward outside [0, 1]) from looping forever: such
+lanes are NaN at once, and a lane still rejected after the bound is NaN too (for a valid shape
+>= 1 a Marsaglia-Tsang proposal is accepted with probability >= 0.95 and a Cheng proposal with
+probability >= e/4, so this happens with probability below 1e-40 per draw). The simulator
+turns any NaN selection probability into an error naming the policy, run and round
+(:func:`bayesfair.simulate`).
 
 Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key
 and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x
