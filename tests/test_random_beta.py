@@ -5,6 +5,8 @@ KS tests use the 0.001 critical value 1.95/sqrt(n) (a correct sampler fails a ca
 probability 0.001); the cases are fixed keys, so the suite is deterministic.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -160,3 +162,29 @@ def test_cheng_of_empty_and_scalar_shapes():
     assert _bb(jax.random.key(0), jnp.zeros((0, 3)), jnp.zeros((0, 3))).shape == (0, 3)
     x = _bb(jax.random.key(0), 2.0, 3.0)
     assert x.shape == () and 0.0 < float(x) < 1.0
+
+
+def test_the_acceptance_series_are_accurate_to_float32_over_their_ranges():
+    # expm1(v) - v and q - log1p(q), summed as truncated series where |v| < 0.5 and |q| < 0.25:
+    # within a few float32 ulps of float64 references (the truncation is below float32 rounding).
+    # The references are 30-term float64 series, checked against the closed forms where those do
+    # not cancel (|x| > 1e-3): the closed forms lose all digits near 0 even in float64.
+    x = np.concatenate([np.linspace(-0.5, 0.5, 200_001), np.geomspace(1e-20, 0.5, 2_000)]).astype(np.float32)
+
+    def reference(x64, coeff):
+        return x64 * x64 * sum(coeff(k) * x64 ** (k - 2) for k in range(2, 32))
+
+    cases = (("phi", _random._PHI_COEFFS, _random._PHI_SERIES_BELOW, lambda k: 1.0 / math.factorial(k),
+              lambda y: np.expm1(y) - y),
+             ("psi", _random._PSI_COEFFS, _random._PSI_SERIES_BELOW, lambda k: (-1.0) ** k / k,
+              lambda y: y - np.log1p(y)))
+    for name, coeffs, below, coeff, closed in cases:
+        arg = x[np.abs(x) < below]
+        got = np.asarray(jax.jit(lambda y, c=coeffs: y * y * _random._horner(y, c))(arg), np.float64)
+        y64 = arg.astype(np.float64)
+        want = reference(y64, coeff)
+        far = np.abs(y64) > 1e-3
+        np.testing.assert_allclose(want[far], closed(y64[far]), rtol=1e-10)
+        ok = want > 1e-30  # below, the float32 square underflows
+        rel = np.abs(got[ok] - want[ok]) / want[ok]
+        assert rel.max() < 5e-7, f"{name}: relative error {rel.max():.2e} at {arg[ok][np.argmax(rel)]!r}"
