@@ -555,9 +555,7 @@ def _beta_bb(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     ``vmap`` all runs' lanes are one flat array. A lane's value depends only on its run's key, its
     lane and its shapes. A lane still rejected after :data:`BETA_MAX_PROPOSALS` proposals is NaN.
     """
-    if a.size == 0:
-        return jnp.zeros(a.shape, jnp.float32)
-    ok, val = _bb_lanes(key, a.reshape(-1), b.reshape(-1))
+    ok, val = _bb_lanes(key, a.reshape(-1), b.reshape(-1))  # empty lanes: _rejection_flat returns at once
     return jnp.where(ok, val, jnp.nan).reshape(a.shape)
 
 
