@@ -229,12 +229,14 @@ def test_categorical_frequencies():
     assert np.all(np.abs(freq - np.asarray(p)) < 4.5 * se)
 
 
-def test_categorical_never_returns_a_zero_probability_candidate_and_matches_frequencies():
+@pytest.mark.parametrize("k", [12, 60])  # both CDFs: the matrix product (K <= 32) and the prefix sum
+def test_categorical_never_returns_a_zero_probability_candidate_and_matches_frequencies(k):
     # Many random vectors with zeros (leading, inner and trailing), unnormalized and of mixed
-    # magnitudes: the tree prefix sum of categorical() is not guaranteed monotone to the last bit,
-    # so this checks the guard, and the frequencies are checked against probs / sum(probs).
-    rng = np.random.default_rng(0)
-    n_vec, k, n_draw = 40, 60, 4000
+    # magnitudes: neither CDF of categorical() is guaranteed monotone to the last bit, so this
+    # checks the guard, and the frequencies are checked against probs / sum(probs).
+    assert (k <= _random._DOT_CDF_MAX_K) == (k == 12)
+    rng = np.random.default_rng(k)
+    n_vec, n_draw = 40, 4000
     p = rng.exponential(size=(n_vec, k)) * 10.0 ** rng.integers(-6, 3, size=(n_vec, k))
     p[rng.random((n_vec, k)) < 0.5] = 0.0
     p[:, -3:] = 0.0
@@ -248,7 +250,7 @@ def test_categorical_never_returns_a_zero_probability_candidate_and_matches_freq
     freq = np.stack([np.bincount(draws[:, i], minlength=k) for i in range(n_vec)]) / n_draw
     target = pn / pn.sum(axis=1, keepdims=True)
     se = np.sqrt(target * (1 - target) / n_draw) + 1e-12
-    # 40 x 60 cells at 5 s.e.: false-failure rate below 2400 * 6e-7 ~ 1.4e-3
+    # at most 40 x 60 cells at 5 s.e.: false-failure rate below 2400 * 6e-7 ~ 1.4e-3
     assert np.all(np.abs(freq - target) < 5 * se + 1.0 / n_draw)
     # an all-zero vector gives the last index, as before
     assert int(_random.categorical(jax.random.key(0), jnp.zeros(4))) == 3
