@@ -559,29 +559,25 @@ def _beta_bb(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.where(ok, val, jnp.nan).reshape(a.shape)
 
 
-#: Up to this many candidates, categorical()'s CDF is one small matrix product (probs @ upper
-#: triangle of ones); above it, the log-depth prefix sum (the product costs O(K^2)).
-_DOT_CDF_MAX_K = 32
-
-
 def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
     """Sample an index from the (possibly unnormalized) probability vector ``probs`` by inverting its CDF.
 
-    One uniform per draw (``jax.random.categorical`` needs a Gumbel per candidate). For K <= 32 the
-    CDF is one matrix product with the upper triangle of ones (one kernel; the bi-level policies
-    ~7-10% faster at K = 15 than with the prefix sum, neutral at K = 10 and 60: measured in
-    ``experiments/benchmarks/README.md``, stop 33); above, a log-depth parallel prefix sum
-    (``lax.associative_scan``): on CPU ``jnp.cumsum`` lowers to windowed reductions that cost about
-    3x more at K = 60 ("Where the time goes in the bi-level policies"). Neither need be monotone to
-    the last bit where ``probs`` has zeros, so the index is the *first positive-probability*
-    candidate whose prefix sum exceeds the uniform (falling back to the last positive one): a
-    candidate of probability zero is never returned.
+    One uniform per draw (``jax.random.categorical`` needs a Gumbel per candidate). The CDF is a
+    log-depth parallel prefix sum (``lax.associative_scan``): on CPU ``jnp.cumsum`` lowers to
+    windowed reductions that cost about 3x more at K = 60 (measured in
+    ``experiments/benchmarks/README.md``, "Where the time goes in the bi-level policies"). A tree
+    prefix sum need not be monotone to the last bit where ``probs`` has zeros, so the index is the
+    *first positive-probability* candidate whose prefix sum exceeds the uniform (falling back to the
+    last positive one): a candidate of probability zero is never returned.
+
+    ``probs`` passes an optimization barrier first, so that it is computed once: otherwise XLA
+    copies its producer (e.g. the bi-level policies' ``within * member[:, group]``) into each level
+    of the scan. The bi-level policies at K = 15 got ~7-10% faster, the other families did not
+    change beyond noise (stop 33, benchmarks README). A CDF by one matrix product with the upper
+    triangle of ones was as fast for the bi-level policies but made FairX-UCB at K = 10 ~15% slower.
     """
-    k = probs.shape[-1]
-    if k <= _DOT_CDF_MAX_K:
-        cdf = jnp.dot(probs, jnp.asarray(np.triu(np.ones((k, k))), probs.dtype), precision=lax.Precision.HIGHEST)
-    else:
-        cdf = lax.associative_scan(jnp.add, probs)
+    probs = lax.optimization_barrier(probs)
+    cdf = lax.associative_scan(jnp.add, probs)
     positive = probs > 0
     u = jax.random.uniform(key, (), cdf.dtype) * cdf[-1]
     hit = (cdf > u) & positive
