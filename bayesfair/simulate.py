@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.core import Literal
 
 from bayesfair import _random
 from bayesfair._compile import TraceCache, enable_persistent_cache
@@ -153,11 +154,12 @@ def _shard_runs(x: Any, n_shards: int) -> Any:
     return jax.device_put(x, NamedSharding(_mesh(n_shards), P("runs")))
 
 
-def _distribute(fn: Callable, n_shards: int, in_specs: tuple, out_specs: Any) -> Callable:
-    """vmap ``fn`` over runs, then shard the runs over ``n_shards`` CPU devices if > 1."""
+def _distribute(fn: Callable, n_shards: int, in_specs: tuple, out_specs: Any, batched: bool = False) -> Callable:
+    """vmap ``fn`` over runs (unless it is ``batched`` already), then shard the runs over
+    ``n_shards`` CPU devices if > 1."""
     from jax.sharding import PartitionSpec as P
 
-    batched = jax.vmap(fn, in_axes=tuple(0 if s else None for s in in_specs))
+    batched = fn if batched else jax.vmap(fn, in_axes=tuple(0 if s else None for s in in_specs))
     if n_shards == 1:
         return jax.jit(batched)
     mesh = _mesh(n_shards)
@@ -173,25 +175,54 @@ def _member_of(rnd_groups: Any, static_member: jax.Array, n_groups: int) -> jax.
     return jax.nn.one_hot(jnp.asarray(rnd_groups, jnp.int32), n_groups, dtype=jnp.float32)
 
 
-def _probe(env: Environment, policy: Policy) -> tuple[Any, Any]:
-    """Shapes of the environment's ``Round.extra`` and the policy's ``info["track"]`` (no compute)."""
+def _probe(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
+    """One round traced (no compute): the shapes of the environment's ``Round.extra`` and the
+    policy's ``info["track"]``, and which leaves of the policy state are *run-invariant* (see
+    :func:`_run_invariant`)."""
 
-    def one(key):
-        k1, k2, k3 = jax.random.split(key, 3)
-        params = env.reset(k1)
-        rnd = env.step(k2, params, jnp.int32(1))
-        state = policy.init(k3, env.spec)
-        _, _, info = policy.select(k3, state, rnd.obs)
-        return rnd.extra, policy_track(info, state)
+    def one(env_key, policy_key, run):
+        params = reset_run(env, env_key, run)
+        state = policy.init(policy_key, env.spec)
+        rnd = env.step(env_key, params, jnp.int32(1))
+        action, _, info = policy.select(policy_key, state, rnd.obs)
+        new_state = policy.update(state, rnd.obs, action, rnd.reward[action])
+        return (rnd.extra, policy_track(info, state)), state, new_state
 
-    return jax.eval_shape(one, jax.random.key(0))
+    closed, shapes = jax.make_jaxpr(one, return_shape=True)(jax.random.key(0), jax.random.key(1), jnp.int32(0))
+    (extra, track), state, _ = shapes
+    return extra, track, _run_invariant(closed.jaxpr, state)
+
+
+def _run_invariant(jaxpr: Any, state: Any) -> Any:
+    """Mask (a pytree of bools) of the policy-state leaves that are the same in every run and every
+    round: computed by ``init`` from constants only (not from the key) and passed through
+    ``update`` unchanged (the same variable of the traced round).
+
+    The simulator passes such leaves to the round unbatched (one copy for all runs, not one per
+    run), so the policy's products and gathers with them are one matrix operation over the runs
+    instead of a batch of per-run ones: e.g. the bi-level policies' group membership, BF-UCB
+    ~12% faster (stop 33). ``jaxpr`` is :func:`_probe`'s round, whose last outputs are, flattened,
+    the initial state and then the updated state. The test is conservative: an output that
+    depends on anything the runs differ in, or that ``update`` recomputes (even to an equal
+    value), stays per run; a JAX that stopped forwarding a jitted ``update``'s unchanged outputs
+    as its inputs would only make no leaf qualify (slower, never wrong)."""
+    struct = jax.tree.structure(state)
+    n = struct.num_leaves
+    outs = jaxpr.outvars[len(jaxpr.outvars) - 2 * n:]
+    dependent = set(jaxpr.invars)
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in dependent for v in eqn.invars):
+            dependent.update(eqn.outvars)
+    flags = [(isinstance(v, Literal) or v not in dependent) and v is w
+             for v, w in zip(outs[:n], outs[n:], strict=True)]
+    return struct.unflatten(flags)
 
 
 def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chunk_size: int, n_shards: int,
                record: bool = False):
     m = env.groups.n_groups
     static_member = jnp.asarray(np.eye(m, dtype=np.float32)[np.asarray(env.groups.labels)])
-    extra_shape, track_shape = _probe(env, policy)
+    extra_shape, track_shape, state_mask = _probe(env, policy)
     ctx = SpecContext(env.spec.n_arms, m, dict(extra_shape or {}), dict(track_shape or {}))
     specs = collect_specs(metrics, ctx)
     by_name = {s.name: s for s in specs}
@@ -267,9 +298,17 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
             return carry, buf, recs
         return carry, buf
 
+    def chunk_runs(carry: RunCarry, ts: jax.Array, slots: jax.Array, n_active: jax.Array):
+        # chunk_run over the runs; the run-invariant leaves of the carry (_run_invariant) enter
+        # once (this shard's first run) and unbatched; every output is per run again.
+        mask = jax.tree.map(lambda _: False, carry)._replace(policy_state=state_mask)
+        axes = jax.tree.map(lambda inv, _: None if inv else 0, mask, carry)
+        carry = jax.tree.map(lambda inv, x: x[0] if inv else x, mask, carry)
+        return jax.vmap(chunk_run, in_axes=(axes, None, None, None))(carry, ts, slots, n_active)
+
     init_fn = _distribute(init_run, n_shards, (True, True, True), lambda p: p)
-    chunk_fn = _distribute(chunk_run, n_shards, (True, False, False, False),
-                           (lambda p: (p, p, p)) if record else (lambda p: (p, p)))
+    chunk_fn = _distribute(chunk_runs, n_shards, (True, False, False, False),
+                           (lambda p: (p, p, p)) if record else (lambda p: (p, p)), batched=True)
     return init_fn, chunk_fn, specs
 
 

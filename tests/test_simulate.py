@@ -272,3 +272,55 @@ def test_a_new_process_imports_xarray_while_the_study_compiles_and_runs():
     assert outs["during"]["thread"] and not outs["during"]["alive"]
     assert not outs["first"]["thread"]  # already imported: no thread
     assert outs["during"]["regret"] == outs["first"]["regret"]
+
+
+def _state_probe_policy(k):
+    """A uniform policy whose state has a constant leaf (shared by the runs), a leaf that starts
+    constant but adds up the run's rewards, and a leaf drawn from the run's key; ``info["track"]``
+    shows all three."""
+    from typing import NamedTuple
+
+    import jax
+    import jax.numpy as jnp
+
+    class S(NamedTuple):
+        const: jax.Array
+        count: jax.Array
+        noise: jax.Array
+
+    def init(key, spec):
+        return S(jnp.arange(k, dtype=jnp.float32), jnp.zeros((), jnp.float32), jax.random.uniform(key, (2,)))
+
+    def select(key, state, obs):
+        probs = jnp.full((k,), 1.0 / k)
+        track = {"const": jnp.sum(state.const), "count": state.count, "noise": state.noise[0]}
+        return jax.random.randint(key, (), 0, k).astype(jnp.int32), probs, {"track": track}
+
+    def update(state, obs, action, reward):
+        return state._replace(count=state.count + reward, noise=state.noise)
+
+    return bf.Policy(init, select, update, "probe", {}, {})
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_run_invariant_policy_state_is_shared_only_when_constant_and_passed_through(small_env, devices):
+    # The simulator passes policy-state leaves that init computes from constants and update passes
+    # through unbatched (one copy for all runs); a leaf that starts constant but changes, or one
+    # drawn from the run's key, stays per run. Checked on the mask and on what select saw.
+    from bayesfair.simulate import _probe
+
+    pol = _state_probe_policy(small_env.spec.n_arms)
+    mask = _probe(small_env, pol)[2]
+    assert (mask.const, mask.count, mask.noise) == (True, False, False)
+    runs, horizon = 6, 700  # two chunks of 512: the shared leaf is taken from each chunk's carry again
+    ds = bf.simulate(0, small_env, {"probe": pol}, horizon, runs, chunk_size=512, devices=devices,
+                     metrics=[bf.metric_parts.Tracked(), bf.metric_parts.Conventional()],
+                     checkpoints=[horizon - 1, horizon])
+    k = small_env.spec.n_arms
+    assert np.all(ds["track_const"].values == k * (k - 1) / 2)
+    # select at round T saw the rewards of rounds 1..T-1, each run its own
+    seen = ds["track_count"].sel(checkpoint=horizon).values.ravel()
+    np.testing.assert_allclose(seen, ds["reward"].sel(checkpoint=horizon - 1).values.ravel(), rtol=0, atol=1e-3)
+    assert np.unique(seen).size > 1
+    noise = ds["track_noise"].sel(checkpoint=horizon).values.ravel()
+    assert np.unique(noise).size == runs  # one draw per run, kept per run
