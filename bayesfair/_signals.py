@@ -56,21 +56,30 @@ class Interrupts:
         threading.Thread(target=self._watch, args=(r,), name="bayesfair-signals", daemon=True).start()
 
     def _watch(self, fd: int) -> None:
+        # The watcher owns the read end and closes it itself, once restore() has closed the write
+        # end (EOF). Were restore() to close it, a watcher thread not yet inside os.read could
+        # later read from whatever file reused that descriptor number: seen as a subprocess's
+        # stdout read away from subprocess.run right after an in-process `bayesfair fit --list`.
         seen = 0
-        while True:
-            try:
-                data = os.read(fd, 64)
-            except OSError:
-                return
-            if not data:
-                return
-            for byte in data:
-                if byte in (signal.SIGINT, signal.SIGTERM):
-                    seen += 1
-                    if seen >= 2:
-                        sys.stderr.write("\nbayesfair: second signal: exiting now (the last saved state is kept)\n")
-                        sys.stderr.flush()
-                        os._exit(EXIT_TERMINATED if byte == signal.SIGTERM else EXIT_INTERRUPTED)
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 64)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                for byte in data:
+                    if byte in (signal.SIGINT, signal.SIGTERM):
+                        seen += 1
+                        if seen >= 2:
+                            sys.stderr.write("\nbayesfair: second signal: exiting now (the last saved state is kept)\n")
+                            sys.stderr.flush()
+                            os._exit(EXIT_TERMINATED if byte == signal.SIGTERM else EXIT_INTERRUPTED)
+        finally:
+            os.close(fd)
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.signum = signum
@@ -96,11 +105,10 @@ class Interrupts:
                 signal.set_wakeup_fd(self.old_wakeup)
             except ValueError:
                 pass
-            for fd in (self.pipe[1], self.pipe[0]):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            try:  # the write end only: the watcher sees EOF and closes the read end (see _watch)
+                os.close(self.pipe[1])
+            except OSError:
+                pass
             self.pipe = None
 
     @property

@@ -379,3 +379,33 @@ def test_a_second_signal_exits_at_once_even_inside_xla(tmp_path):
     # ended by the second signal (the watcher's exit 130), not by finishing the first one's save
     assert proc.returncode == 130 and "second signal: exiting now" in err, err
     assert "continue with --resume" not in err and "Traceback" not in err
+
+
+def test_signal_watcher_never_reads_a_reused_descriptor(monkeypatch):
+    # The CLI's watcher thread reads the wakeup pipe. If restore() closed its read end before the
+    # thread first reached os.read, the number could be reused (e.g. by subprocess.run's stdout
+    # pipe) and the late thread would read that stream away: seen as an empty `--help` output
+    # after an in-process `bayesfair fit --list`. Here the thread is held until a new pipe exists.
+    import os
+    import threading
+
+    from bayesfair import _signals
+
+    go, real = threading.Event(), _signals.Interrupts._watch
+    monkeypatch.setattr(_signals.Interrupts, "_watch", lambda self, fd: (go.wait(10), real(self, fd))[1])
+    inter = _signals.Interrupts()
+    inter.install()
+    assert inter.pipe is not None
+    watcher = next(t for t in threading.enumerate() if t.name == "bayesfair-signals" and t.is_alive())
+    inter.restore()
+    a, b = os.pipe()  # with the read end closed by restore(), this would take its number
+    try:
+        os.write(b, b"payload")
+        go.set()
+        watcher.join(10)
+        assert not watcher.is_alive()  # it saw EOF on its own pipe and ended
+        os.set_blocking(a, False)
+        assert os.read(a, 64) == b"payload"
+    finally:
+        os.close(a)
+        os.close(b)
