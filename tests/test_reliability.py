@@ -394,9 +394,10 @@ def test_signal_watcher_never_reads_a_reused_descriptor(monkeypatch):
     go, real = threading.Event(), _signals.Interrupts._watch
     monkeypatch.setattr(_signals.Interrupts, "_watch", lambda self, fd: (go.wait(10), real(self, fd))[1])
     inter = _signals.Interrupts()
+    before = set(threading.enumerate())
     inter.install()
     assert inter.pipe is not None
-    watcher = next(t for t in threading.enumerate() if t.name == "bayesfair-signals" and t.is_alive())
+    (watcher,) = [t for t in set(threading.enumerate()) - before if t.name == "bayesfair-signals"]
     inter.restore()
     a, b = os.pipe()  # with the read end closed by restore(), this would take its number
     try:
