@@ -42,7 +42,9 @@ key                meaning
                    deprecated name of this key, read with a ``DeprecationWarning``)
 ``metrics``        metric components to record, a list of names from
                    :data:`bayesfair.metric_parts.METRICS` (optional; default: every component that
-                   applies, :func:`bayesfair.metric_parts.default_metrics`)
+                   applies, :func:`bayesfair.metric_parts.default_metrics`); ``fairx`` and
+                   ``conventional`` may be tables ``{name = "conventional", only = ["reward",
+                   "exposure"]}`` that record some of the component's variables
 ``output``         output folder (default ``results/<name>``), relative to the working directory
 ``[merit]``        registered merit + params, e.g. ``{name = "exponential", c = 4.0}`` (required)
 ``[environment]``  registered environment + params (required)

@@ -27,7 +27,9 @@ Components of today's studies (:func:`default_metrics` picks them):
 :class:`Tracked`          ``track_<name>`` for every entry of the policy's ``info["track"]``
 ========================  ========================================================================
 
-The definitions are in :mod:`bayesfair.metrics`.
+``FairXRegrets(merit, only=[...])`` and ``Conventional(only=[...])`` record some of their variables
+(the recorded ones are the full study's, number for number) and skip the per-round work of the
+others. The definitions are in :mod:`bayesfair.metrics`.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from bayesfair.metrics import (
 )
 
 __all__ = ["Metric", "SpecContext", "RoundData", "ResultContext", "FairXRegrets", "Conventional", "ExtraRegrets",
-           "Floors", "Tracked", "default_metrics", "resolve_floors", "METRICS", "metrics_from_names",
+           "Floors", "Tracked", "default_metrics", "resolve_floors", "METRICS", "SUBSETTABLE", "metrics_from_names",
            "check_components", "collect_specs", "fair_policies", "policy_track"]
 
 _F32 = np.float32
@@ -125,34 +127,66 @@ def _spec(name: str, dims: tuple[str, ...], shape: tuple[int, ...], long_name: s
     return MetricSpec(name, dims, shape, dtype, combine, long_name)
 
 
+def _only(only: Any, variables: tuple[str, ...], component: str) -> tuple[str, ...] | None:
+    """``only=`` of a component, checked: None (every variable) or a non-empty sequence of distinct
+    names from ``variables``, returned in ``variables``' order."""
+    if only is None:
+        return None
+    if isinstance(only, (str, bytes)) or not isinstance(only, Sequence):
+        raise TypeError(f"{component}(only=...) must be a list of variable names from {', '.join(variables)}; "
+                        f"got {only!r}")
+    names = list(only)
+    bad = [n for n in names if not isinstance(n, str) or n not in variables]
+    if bad:
+        raise ValueError(f"{component}(only=...): unknown variable(s) {', '.join(map(repr, bad))}; allowed: "
+                         f"{', '.join(variables)}")
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"{component}(only=...) must name each variable at most once and at least one, got {names!r}")
+    return tuple(v for v in variables if v in names)
+
+
 class FairXRegrets(Metric):
     """FairX regrets against the optimal fair policy pi*_t = f(mu_t)/sum f(mu_t) of ``merit``
     (FairX Eqs. 1-2) and the meritocratic group fairness regret against the within-group fair
-    policy (bi-level paper, Section 6.3.2). Finalize: ``pi_star`` and ``pi_star_within`` per run."""
+    policy (bi-level paper, Section 6.3.2). Finalize: ``pi_star`` and ``pi_star_within`` per run.
+
+    ``only``: record only these of :attr:`VARIABLES` (default all); the round then skips what the
+    others need (pi*_t without the first two, the within-group policy without the third).
+    """
 
     name = "fairx"
+    VARIABLES = ("fairness_regret", "reward_regret", "group_fairness_regret")
 
-    def __init__(self, merit: Merit):
+    def __init__(self, merit: Merit, only: Sequence[str] | None = None):
         self.merit = resolve_merit(merit)
+        self.only = _only(only, self.VARIABLES, "FairXRegrets")
+
+    def _wants(self, name: str) -> bool:
+        return self.only is None or name in self.only
 
     def specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
         m = ctx.n_groups
-        return (
+        specs = (
             _spec("fairness_regret", (), (), "cumulative fairness regret sum_t ||pi*_t - pi_t||_1"),
             _spec("reward_regret", (), (), "cumulative reward regret sum_t (pi*_t - pi_t) . mu_t"),
             _spec("group_fairness_regret", ("group",), (m,),
                   "meritocratic fairness regret sum_{t: g_t = g} ||pi*_g,t - pi^t_g||_1"),
         )
+        return tuple(s for s in specs if self._wants(s.name))
 
     def update(self, state: Any, rnd: RoundData) -> tuple[Any, dict[str, jax.Array]]:
-        pi_star = fair_policy(self.merit, rnd.mean)
-        group = jnp.argmax(rnd.member[rnd.action])
-        within = group_fair_policy(self.merit, rnd.mean, rnd.member)
-        return state, {
-            "fairness_regret": fairness_regret_step(pi_star, rnd.probs),
-            "reward_regret": reward_regret_step(pi_star, rnd.probs, rnd.mean),
-            "group_fairness_regret": group_fairness_regret_step(within, rnd.probs, rnd.member, group),
-        }
+        terms = {}
+        if self._wants("fairness_regret") or self._wants("reward_regret"):
+            pi_star = fair_policy(self.merit, rnd.mean)
+            if self._wants("fairness_regret"):
+                terms["fairness_regret"] = fairness_regret_step(pi_star, rnd.probs)
+            if self._wants("reward_regret"):
+                terms["reward_regret"] = reward_regret_step(pi_star, rnd.probs, rnd.mean)
+        if self._wants("group_fairness_regret"):
+            group = jnp.argmax(rnd.member[rnd.action])
+            within = group_fair_policy(self.merit, rnd.mean, rnd.member)
+            terms["group_fairness_regret"] = group_fairness_regret_step(within, rnd.probs, rnd.member, group)
+        return state, terms
 
     def check(self, env: Any, key: Any, runs: int) -> None:
         """Multi-armed environments (fixed means per run): every run's means lie in the merit's domain."""
@@ -171,7 +205,8 @@ class FairXRegrets(Metric):
         }
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "merit": self.merit.describe()}
+        out = {"name": self.name, "merit": self.merit.describe()}
+        return out if self.only is None else {**out, "only": list(self.only)}
 
 
 _FAIR_POLICIES = TraceCache(maxsize=16)  # one jitted pi* / within-group function per merit, see fair_policies
@@ -198,11 +233,21 @@ def fair_policies(merit: Merit, means: np.ndarray, groups: Any) -> tuple[np.ndar
 
 class Conventional(Metric):
     """Conventional pseudo-regret, realized reward, exposure and pulls per arm and per group, and
-    the candidates offered per group."""
+    the candidates offered per group.
+
+    ``only``: record only these of :attr:`VARIABLES` (default all); the others are not computed.
+    """
 
     name = "conventional"
+    VARIABLES = ("regret", "reward", "exposure", "pulls", "group_exposure", "group_pulls", "group_offered")
+
+    def __init__(self, only: Sequence[str] | None = None):
+        self.only = _only(only, self.VARIABLES, "Conventional")
 
     def specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
+        return tuple(s for s in self._all_specs(ctx) if self.only is None or s.name in self.only)
+
+    def _all_specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
         k, m = ctx.n_arms, ctx.n_groups
         return (
             _spec("regret", (), (), "cumulative conventional regret sum_t (max mu_t - pi_t . mu_t)"),
@@ -215,16 +260,19 @@ class Conventional(Metric):
         )
 
     def update(self, state: Any, rnd: RoundData) -> tuple[Any, dict[str, jax.Array]]:
-        hit = (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.float32)
-        return state, {
-            "regret": regret_step(rnd.probs, rnd.mean),
-            "reward": rnd.reward,
-            "exposure": rnd.probs,
-            "pulls": hit,
-            "group_exposure": rnd.probs @ rnd.member,
-            "group_pulls": rnd.member[rnd.action],
-            "group_offered": jnp.sum(rnd.member, axis=0),
+        terms = {
+            "regret": lambda: regret_step(rnd.probs, rnd.mean),
+            "reward": lambda: rnd.reward,
+            "exposure": lambda: rnd.probs,
+            "pulls": lambda: (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.float32),
+            "group_exposure": lambda: rnd.probs @ rnd.member,
+            "group_pulls": lambda: rnd.member[rnd.action],
+            "group_offered": lambda: jnp.sum(rnd.member, axis=0),
         }
+        return state, {name: term() for name, term in terms.items() if self.only is None or name in self.only}
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name} if self.only is None else {"name": self.name, "only": list(self.only)}
 
 
 class ExtraRegrets(Metric):
@@ -364,7 +412,7 @@ def collect_specs(metrics: Sequence[Metric], ctx: SpecContext) -> tuple[MetricSp
         missing = [r for r in part.requires if r not in owner]
         if missing:
             raise ValueError(f"metrics: component {part.name!r} needs {', '.join(map(repr, missing))}, which no "
-                             "component records (add bayesfair.metric_parts.Conventional())")
+                             "component records (add bayesfair.metric_parts.Conventional(), or name it in its only=)")
     return tuple(specs)
 
 
@@ -384,16 +432,28 @@ def default_metrics(merit: Merit | None = None, floors: Any = None) -> list[Metr
 METRICS = ("fairx", "conventional", "extra_regrets", "floors", "tracked")
 
 
-def metrics_from_names(names: Sequence[str], merit: Merit | None, floors: Any) -> list[Metric]:
-    """Components named in a study config, built with the study's merit and floors."""
+#: Components that accept ``only=[...]`` (a subset of their ``VARIABLES``), by config name.
+SUBSETTABLE = {"fairx": FairXRegrets, "conventional": Conventional}
+
+
+def metrics_from_names(names: Sequence[Any], merit: Merit | None, floors: Any) -> list[Metric]:
+    """Components named in a study config, built with the study's merit and floors; an entry may be
+    a table ``{"name": ..., "only": [...]}`` for the components of :data:`SUBSETTABLE`."""
     out: list[Metric] = []
-    for name in names:
+    for entry in names:
+        name, only = (entry["name"], entry["only"]) if isinstance(entry, Mapping) else (entry, None)
+        if only is not None:
+            if name not in SUBSETTABLE:
+                raise ValueError(f"metric component {name!r} has no only=; allowed for {', '.join(SUBSETTABLE)}")
+            if name == "conventional":
+                out.append(Conventional(only=only))
+                continue
         if name not in METRICS:
             raise ValueError(f"unknown metric component {name!r}; allowed: {', '.join(METRICS)}")
         if name == "fairx":
             if merit is None:
                 raise ValueError("metric component 'fairx' needs a merit")
-            out.append(FairXRegrets(merit))
+            out.append(FairXRegrets(merit, only=only))
         elif name == "floors":
             if floors is None:
                 raise ValueError("metric component 'floors' needs the study's floors")

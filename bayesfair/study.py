@@ -102,20 +102,40 @@ def _checkpoints(value: Any, horizon: int) -> np.ndarray:
     return arr if arr[-1] == horizon else np.append(arr, horizon)
 
 
-def _metric_names(value: Any) -> list[str] | None:
-    from bayesfair.metric_parts import METRICS
+def _metric_names(value: Any) -> list[Any] | None:
+    """``metrics``: component names, or ``{name = ..., only = [...]}`` tables for the components
+    that record a subset of their variables (:data:`bayesfair.metric_parts.SUBSETTABLE`)."""
+    from bayesfair.metric_parts import METRICS, SUBSETTABLE
 
     if value is None:
         return None
     if not isinstance(value, list) or not value:
         raise ConfigError("metrics", f"wrong type: expected a non-empty list of metric components "
                                      f"({', '.join(METRICS)}), got {value!r}")
-    for i, name in enumerate(value):
+    out, names = [], []
+    for i, entry in enumerate(value):
+        name = entry.get("name") if isinstance(entry, dict) else entry
         if name not in METRICS:
-            raise ConfigError(f"metrics[{i}]", f"invalid value: allowed {', '.join(METRICS)}, got {name!r}")
-    if len(set(value)) != len(value):
+            raise ConfigError(f"metrics[{i}]", f"invalid value: allowed {', '.join(METRICS)}, got {entry!r}")
+        if isinstance(entry, dict):
+            if name not in SUBSETTABLE or set(entry) != {"name", "only"}:
+                raise ConfigError(f"metrics[{i}]", "invalid value: a table is {name = ..., only = [...]} for "
+                                                   f"{', '.join(SUBSETTABLE)}, got {entry!r}")
+            allowed = SUBSETTABLE[name].VARIABLES
+            only = entry["only"]
+            if not isinstance(only, list) or not only or len(set(map(str, only))) != len(only):
+                raise ConfigError(f"metrics[{i}].only", f"wrong type: expected a non-empty list of distinct names "
+                                                        f"from {', '.join(allowed)}, got {only!r}")
+            for j, var in enumerate(only):
+                if var not in allowed:
+                    raise ConfigError(f"metrics[{i}].only[{j}]",
+                                      f"invalid value: allowed {', '.join(allowed)}, got {var!r}")
+            entry = {"name": name, "only": [v for v in allowed if v in only]}
+        out.append(entry)
+        names.append(name)
+    if len(set(names)) != len(names):
         raise ConfigError("metrics", f"each component at most once, got {value!r}")
-    return list(value)
+    return out
 
 
 class StudyOutput(NamedTuple):
@@ -395,7 +415,7 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     cfg["environment"] = env_spec
     env = registry.build("environment", env_spec, "environment")
     cfg["metrics"] = _metric_names(cfg["metrics"])
-    if cfg["metrics"] is not None and "floors" in cfg["metrics"] and cfg["floors"] is None:
+    if cfg["metrics"] is not None and "floors" in cfg["metrics"] and cfg["floors"] is None:  # "floors": a name only
         raise ConfigError("metrics", "the component 'floors' needs the study's floors (set floors = [...])")
     if cfg["floors"] is not None:
         from bayesfair.groups import validate_exposure_floors

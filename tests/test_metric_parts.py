@@ -58,6 +58,40 @@ def test_a_subset_of_components(small_env, exp4):
     assert set(only_floors.data_vars) == {"anytime_slack", "group_floor", "mean", "seconds"}
 
 
+@pytest.mark.parametrize("fairx_only, conv_only", [
+    (["group_fairness_regret"], ["reward", "exposure", "pulls", "group_pulls"]),
+    (["reward_regret", "fairness_regret"], ["group_offered", "regret", "group_exposure"]),
+])
+def test_only_some_variables_are_recorded_with_the_full_study_s_numbers(small_env, exp4, fairx_only, conv_only):
+    """only=: exactly the named variables (plus pi_star / pi_star_within, the means and the timing),
+    each equal to the same variable of a study with every variable; the order given does not matter."""
+    pols = _pols(exp4)
+    full = bf.simulate(5, small_env, pols, T, R, metrics=[mp.FairXRegrets(exp4), mp.Conventional()], chunk_size=50)
+    part = bf.simulate(5, small_env, pols, T, R, metrics=[mp.FairXRegrets(exp4, only=fairx_only),
+                                                           mp.Conventional(only=conv_only)], chunk_size=50)
+    assert set(part.data_vars) == {*fairx_only, *conv_only, "pi_star", "pi_star_within", "mean", "seconds"}
+    _same(full, part, [v for v in part.data_vars if v != "seconds"])
+    described = json.loads(part.attrs["config"])["metrics"]
+    assert described[0]["only"] == [v for v in mp.FairXRegrets.VARIABLES if v in fairx_only]
+    assert described[1]["only"] == [v for v in mp.Conventional.VARIABLES if v in conv_only]
+
+
+def test_only_errors_name_the_component_and_the_allowed_variables(small_env, exp4):
+    with pytest.raises(ValueError, match=r"FairXRegrets\(only=...\): unknown variable\(s\) 'regret'; allowed: "
+                                         r"fairness_regret, reward_regret, group_fairness_regret"):
+        mp.FairXRegrets(exp4, only=["regret"])
+    with pytest.raises(ValueError, match=r"Conventional\(only=...\) must name each variable at most once"):
+        mp.Conventional(only=["reward", "reward"])
+    with pytest.raises(ValueError, match=r"at least one"):
+        mp.Conventional(only=[])
+    with pytest.raises(TypeError, match=r"Conventional\(only=...\) must be a list of variable names"):
+        mp.Conventional(only="reward")
+    # the bi-level regret (Floors with a merit) reads exposure: a Conventional without it is refused
+    with pytest.raises(ValueError, match=r"'floors' needs 'exposure'.*only="):
+        bf.simulate(1, small_env, _pols(exp4), T, R,
+                    metrics=[mp.Conventional(only=["reward"]), mp.Floors([0.3, 0.3], exp4)])
+
+
 def test_floors_keyword_and_deprecated_group_floors(small_env, exp4):
     a = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, floors=[0.3, 0.3])
     with pytest.warns(DeprecationWarning, match="group_floors"):
@@ -161,6 +195,22 @@ def test_config_metrics_key():
         assert err.value.path == path
     with pytest.raises(ConfigError, match="needs the study's floors") as err:
         parse_config({**copy.deepcopy(STUDY), "metrics": ["floors"], "policies": {"UCB": {"name": "ucb1"}}})
+    # a table records some of a component's variables (normalized to the component's order)
+    sub = parse_config({**base, "metrics": [{"name": "conventional", "only": ["pulls", "reward"]},
+                                            {"name": "fairx", "only": ["group_fairness_regret"]}]})
+    assert sub.config["metrics"] == [{"name": "conventional", "only": ["reward", "pulls"]},
+                                     {"name": "fairx", "only": ["group_fairness_regret"]}]
+    ds = sub.run()
+    assert {"reward", "pulls", "group_fairness_regret"} <= set(ds.data_vars)
+    assert not {"regret", "exposure", "fairness_regret", "reward_regret"} & set(ds.data_vars)
+    for bad, path in (([{"name": "floors", "only": ["anytime_slack"]}], "metrics[0]"),
+                      ([{"name": "conventional", "only": ["reward"], "x": 1}], "metrics[0]"),
+                      ([{"name": "conventional", "only": []}], "metrics[0].only"),
+                      ([{"name": "conventional", "only": ["reward", "nope"]}], "metrics[0].only[1]"),
+                      (["conventional", {"name": "conventional", "only": ["reward"]}], "metrics")):
+        with pytest.raises(ConfigError) as err:
+            parse_config({**copy.deepcopy(base), "metrics": bad})
+        assert err.value.path == path, bad
 
 
 def test_resume_with_named_components_is_exact(tmp_path):

@@ -310,7 +310,19 @@ def study_objects(study, policy, k):
     return study.environment(SETTING_OF_K[k]), study.policies(BETA, with_baselines=False)[policy]
 
 
-def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_checkpoints=(), objects=None):
+def numpy_metrics(study):
+    """The metric components that record exactly what :func:`numpy_bilevel` records: exposure,
+    pulls, group pulls, reward, the group fairness regret and the anytime floor slack (no
+    conventional regret, group exposure, FairX regrets or bi-level regret, which the study's
+    defaults add). ``grid_bench.py`` compares the two sides on this set."""
+    from bayesfair.metric_parts import Conventional, FairXRegrets, Floors
+
+    return [FairXRegrets(study.merit(), only=["group_fairness_regret"]),
+            Conventional(only=["reward", "exposure", "pulls", "group_pulls"]), Floors(BETA)]
+
+
+def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_checkpoints=(), objects=None,
+                  metrics=None):
     """One timed ``bayesfair.simulate`` call, as the study makes it (compilation included).
 
     Parameters
@@ -326,6 +338,8 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
     objects : (Environment, Policy), optional
         The study's environment and policy, built by the caller once (so that a second call
         reuses the compiled functions: ``grid_bench.py``'s steady state); by default built here.
+    metrics : list of bayesfair.metric_parts.Metric, optional
+        Record these instead of the study's default metrics (e.g. :func:`numpy_metrics`).
 
     Returns
     -------
@@ -334,8 +348,9 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
     """
     env, pol = objects if objects is not None else study_objects(study, policy, k)
     grid = np.union1d(bayesfair.checkpoint_grid(horizon, 80), [c for c in extra_checkpoints if c <= horizon])
-    return harness.simulate(seed, env, {policy: pol}, horizon, runs, merit=study.merit(), checkpoints=grid,
-                            chunk_size=min(chunk_size, horizon), floors=BETA)
+    recorded = dict(merit=study.merit(), floors=BETA) if metrics is None else dict(metrics=list(metrics))
+    return harness.simulate(seed, env, {policy: pol}, horizon, runs, checkpoints=grid,
+                            chunk_size=min(chunk_size, horizon), **recorded)
 
 
 def _paired(numpy_vals, bf_vals, resolution):

@@ -4,8 +4,11 @@ end to end in fresh processes and in steady state, over run counts R and horizon
 The NumPy side is what a researcher would write: arrays ``[R, K]`` (vectorized over runs), one
 Python loop over rounds, ``numpy.random.Generator`` draws, and only the metrics the study reports
 (for the FairX families: fairness and reward regret at two checkpoints, T/2 and T). The bayesfair
-side is one ``simulate`` call asking for the same metrics (``metrics=[FairXRegrets(merit)]``,
-``checkpoints=[T/2, T]``) where the family has them, else the family's own benchmark call.
+side is one ``simulate`` call asking for the same metrics (``metrics=[FairXRegrets(merit,
+only=["fairness_regret", "reward_regret"])]``, ``checkpoints=[T/2, T]``) where the family has them;
+the bi-level families record exactly what their NumPy reference records
+(``bilevel_bench.numpy_metrics``: exposure, pulls, group pulls, reward, group fairness regret,
+floor slack) on the study's checkpoint grid; the other families make their own benchmark's call.
 
 Method, per cell (family, R, T), repeated ``--repeats`` times (NumPy and bayesfair interleaved):
 
@@ -157,7 +160,7 @@ def _fairx_study(k, policy, seed):
     post = bayesfair.beta_bernoulli()
     pol = {"fairx_ts": lambda: bayesfair.fairx_ts(post, merit), "ts": lambda: bayesfair.thompson(post),
            "fairx_ucb": lambda: bayesfair.fairx_ucb(merit, w0=UCB_W0, learning_rate=UCB_LR, steps=UCB_STEPS)}[policy]()
-    return env, pol, merit, (FairXRegrets(merit),)
+    return env, pol, merit, (FairXRegrets(merit, only=["fairness_regret", "reward_regret"]),)
 
 
 def bayesfair_fairx(runs, horizon, seed, chunk_size, k, policy):
@@ -261,16 +264,16 @@ def numpy_bilevel(runs, horizon, seed, means, policy):
 @functools.cache
 def _bilevel_objects(policy):
     b, study = _script("bilevel_bench"), _bilevel()
-    return study, b.study_objects(study, policy, 15)
+    return study, b.study_objects(study, policy, 15), tuple(b.numpy_metrics(study))
 
 
 def bayesfair_bilevel(runs, horizon, seed, chunk_size, policy):
     """:func:`bilevel_bench.run_bayesfair` of ``policy`` (BF-UCB or BF-TS, K = 15), with the study's
     objects built once per process so that the second call is a true steady state; ``[R]`` final
     group fairness regret."""
-    study, objects = _bilevel_objects(policy)
+    study, objects, metrics = _bilevel_objects(policy)
     ds = _script("bilevel_bench").run_bayesfair(study, policy, 15, runs, horizon, seed, chunk_size,
-                                                objects=objects).value
+                                                objects=objects, metrics=metrics).value
     return ds["group_fairness_regret"].sel(policy=policy).values[:, -1]
 
 
