@@ -381,6 +381,46 @@ def test_a_second_signal_exits_at_once_even_inside_xla(tmp_path):
     assert "continue with --resume" not in err and "Traceback" not in err
 
 
+def test_a_signal_interrupts_the_wait_for_a_running_chunk_and_its_helper_thread_finishes_the_chunk():
+    # wait_interruptibly blocks in a helper thread and waits on an event in the main thread: a
+    # signal handler must still run (and may raise) while the computation is in flight, and the
+    # helper (not a daemon, so an exiting process waits for it instead of tearing XLA down under
+    # it) must end once the computation ends.
+    import threading
+
+    from bayesfair.simulate import wait_interruptibly
+
+    class Stop(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Stop
+
+    @jax.jit
+    def spin(x):  # ~1.6 s of dependent element-wise work at the suite's -O0
+        return jax.lax.fori_loop(0, 600_000, lambda i, v: v * 0.9999999 + 1e-7, x)
+
+    spin.lower(jnp.ones(4096)).compile()
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        out = spin(jnp.ones(4096))
+        before = set(threading.enumerate())
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(Stop):
+            wait_interruptibly(out)
+        interrupted_while_running = not out.is_ready()
+        helpers = [t for t in set(threading.enumerate()) - before if t.name == "bayesfair-wait"]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert interrupted_while_running
+    assert len(helpers) == 1 and not helpers[0].daemon
+    out.block_until_ready()
+    helpers[0].join(30)
+    assert not helpers[0].is_alive()
+    wait_interruptibly(out)  # a finished computation returns at once, without a helper
+    assert not [t for t in threading.enumerate() if t.name == "bayesfair-wait"]
+
+
 def test_signal_watcher_never_reads_a_reused_descriptor(monkeypatch):
     # The CLI's watcher thread reads the wakeup pipe. If restore() closed its read end before the
     # thread first reached os.read, the number could be reused (e.g. by subprocess.run's stdout
