@@ -566,7 +566,7 @@ def wait_interruptibly(tree: Any, max_poll: float = 0.05) -> None:
     of the arrays.
 
     Polling ``is_ready()`` with 2-5 ms sleeps, as before stop 34, noticed a finished chunk ~2.5 ms
-    late on average: ~15% of a TS study at R = 100, whose chunks take ~20 ms. The helper is not a
+    late on average: ~8-10% of a TS study at R = 100, whose chunks take ~16 ms. The helper is not a
     daemon thread: a process that exits (e.g. the CLI after a first Ctrl-C) waits for the chunk
     in flight instead of tearing XLA down under a thread blocked inside it, which aborted the
     process ("terminate called without an active exception"); a second signal still exits at once.
