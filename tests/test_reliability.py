@@ -397,13 +397,17 @@ def test_a_signal_interrupts_the_wait_for_a_running_chunk_and_its_helper_thread_
         raise Stop
 
     @jax.jit
-    def spin(x):  # ~1.6 s of dependent element-wise work at the suite's -O0
-        return jax.lax.fori_loop(0, 600_000, lambda i, v: v * 0.9999999 + 1e-7, x)
+    def spin(x, n):  # n steps of dependent element-wise work (a dynamic trip count: one program)
+        return jax.lax.fori_loop(0, n, lambda i, v: v * 0.9999999 + 1e-7, x)
 
-    spin.lower(jnp.ones(4096)).compile()
+    x = jnp.ones(4096)
+    spin(x, 10).block_until_ready()
+    t = time.perf_counter()
+    spin(x, 20_000).block_until_ready()
+    steps = int(20_000 * 1.5 / max(time.perf_counter() - t, 1e-4))  # ~1.5 s at this machine's speed and -O level
     previous = signal.signal(signal.SIGUSR1, handler)
     try:
-        out = spin(jnp.ones(4096))
+        out = spin(x, steps)
         before = set(threading.enumerate())
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
         with pytest.raises(Stop):
