@@ -145,24 +145,41 @@ def _only(only: Any, variables: tuple[str, ...], component: str) -> tuple[str, .
     return tuple(v for v in variables if v in names)
 
 
-class FairXRegrets(Metric):
+class _Subset(Metric):
+    """A component with ``only=[...]``: it records only the named ones of its ``VARIABLES``.
+    ``update`` may compute every term; the dropped ones never reach the accumulator, so XLA
+    removes their work from the compiled round."""
+
+    VARIABLES: tuple[str, ...] = ()
+
+    def __init__(self, only: Sequence[str] | None = None):
+        self.only = _only(only, self.VARIABLES, type(self).__name__)
+
+    def _keep(self, items: Any) -> Any:
+        """The kept entries of a tuple of specs or of a dict of terms."""
+        if isinstance(items, dict):
+            return {name: v for name, v in items.items() if self.only is None or name in self.only}
+        return tuple(s for s in items if self.only is None or s.name in self.only)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name} if self.only is None else {"name": self.name, "only": list(self.only)}
+
+
+class FairXRegrets(_Subset):
     """FairX regrets against the optimal fair policy pi*_t = f(mu_t)/sum f(mu_t) of ``merit``
     (FairX Eqs. 1-2) and the meritocratic group fairness regret against the within-group fair
     policy (bi-level paper, Section 6.3.2). Finalize: ``pi_star`` and ``pi_star_within`` per run.
 
-    ``only``: record only these of :attr:`VARIABLES` (default all); the round then skips what the
-    others need (pi*_t without the first two, the within-group policy without the third).
+    ``only``: record only these of :attr:`VARIABLES` (default all); XLA drops the others' work
+    (pi*_t without the first two, the within-group policy without the third).
     """
 
     name = "fairx"
     VARIABLES = ("fairness_regret", "reward_regret", "group_fairness_regret")
 
     def __init__(self, merit: Merit, only: Sequence[str] | None = None):
+        super().__init__(only)
         self.merit = resolve_merit(merit)
-        self.only = _only(only, self.VARIABLES, "FairXRegrets")
-
-    def _wants(self, name: str) -> bool:
-        return self.only is None or name in self.only
 
     def specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
         m = ctx.n_groups
@@ -172,21 +189,17 @@ class FairXRegrets(Metric):
             _spec("group_fairness_regret", ("group",), (m,),
                   "meritocratic fairness regret sum_{t: g_t = g} ||pi*_g,t - pi^t_g||_1"),
         )
-        return tuple(s for s in specs if self._wants(s.name))
+        return self._keep(specs)
 
     def update(self, state: Any, rnd: RoundData) -> tuple[Any, dict[str, jax.Array]]:
-        terms = {}
-        if self._wants("fairness_regret") or self._wants("reward_regret"):
-            pi_star = fair_policy(self.merit, rnd.mean)
-            if self._wants("fairness_regret"):
-                terms["fairness_regret"] = fairness_regret_step(pi_star, rnd.probs)
-            if self._wants("reward_regret"):
-                terms["reward_regret"] = reward_regret_step(pi_star, rnd.probs, rnd.mean)
-        if self._wants("group_fairness_regret"):
-            group = jnp.argmax(rnd.member[rnd.action])
-            within = group_fair_policy(self.merit, rnd.mean, rnd.member)
-            terms["group_fairness_regret"] = group_fairness_regret_step(within, rnd.probs, rnd.member, group)
-        return state, terms
+        pi_star = fair_policy(self.merit, rnd.mean)
+        group = jnp.argmax(rnd.member[rnd.action])
+        within = group_fair_policy(self.merit, rnd.mean, rnd.member)
+        return state, self._keep({
+            "fairness_regret": fairness_regret_step(pi_star, rnd.probs),
+            "reward_regret": reward_regret_step(pi_star, rnd.probs, rnd.mean),
+            "group_fairness_regret": group_fairness_regret_step(within, rnd.probs, rnd.member, group),
+        })
 
     def check(self, env: Any, key: Any, runs: int) -> None:
         """Multi-armed environments (fixed means per run): every run's means lie in the merit's domain."""
@@ -205,8 +218,7 @@ class FairXRegrets(Metric):
         }
 
     def describe(self) -> dict[str, Any]:
-        out = {"name": self.name, "merit": self.merit.describe()}
-        return out if self.only is None else {**out, "only": list(self.only)}
+        return {**super().describe(), "merit": self.merit.describe()}
 
 
 _FAIR_POLICIES = TraceCache(maxsize=16)  # one jitted pi* / within-group function per merit, see fair_policies
@@ -231,25 +243,19 @@ def fair_policies(merit: Merit, means: np.ndarray, groups: Any) -> tuple[np.ndar
         return np.asarray(pi_star, np.float64), np.asarray(within, np.float64)
 
 
-class Conventional(Metric):
+class Conventional(_Subset):
     """Conventional pseudo-regret, realized reward, exposure and pulls per arm and per group, and
     the candidates offered per group.
 
-    ``only``: record only these of :attr:`VARIABLES` (default all); the others are not computed.
+    ``only``: record only these of :attr:`VARIABLES` (default all); XLA drops the others' work.
     """
 
     name = "conventional"
     VARIABLES = ("regret", "reward", "exposure", "pulls", "group_exposure", "group_pulls", "group_offered")
 
-    def __init__(self, only: Sequence[str] | None = None):
-        self.only = _only(only, self.VARIABLES, "Conventional")
-
     def specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
-        return tuple(s for s in self._all_specs(ctx) if self.only is None or s.name in self.only)
-
-    def _all_specs(self, ctx: SpecContext) -> tuple[MetricSpec, ...]:
         k, m = ctx.n_arms, ctx.n_groups
-        return (
+        return self._keep((
             _spec("regret", (), (), "cumulative conventional regret sum_t (max mu_t - pi_t . mu_t)"),
             _spec("reward", (), (), "cumulative realized reward"),
             _spec("exposure", ("arm",), (k,), "cumulative exposure sum_t pi_t(a)"),
@@ -257,22 +263,19 @@ class Conventional(Metric):
             _spec("group_exposure", ("group",), (m,), "cumulative group exposure sum_t sum_{a in g} pi_t(a)"),
             _spec("group_pulls", ("group",), (m,), "cumulative pulls of the group's candidates"),
             _spec("group_offered", ("group",), (m,), "cumulative number of candidates offered"),
-        )
+        ))
 
     def update(self, state: Any, rnd: RoundData) -> tuple[Any, dict[str, jax.Array]]:
-        terms = {
-            "regret": lambda: regret_step(rnd.probs, rnd.mean),
-            "reward": lambda: rnd.reward,
-            "exposure": lambda: rnd.probs,
-            "pulls": lambda: (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.float32),
-            "group_exposure": lambda: rnd.probs @ rnd.member,
-            "group_pulls": lambda: rnd.member[rnd.action],
-            "group_offered": lambda: jnp.sum(rnd.member, axis=0),
-        }
-        return state, {name: term() for name, term in terms.items() if self.only is None or name in self.only}
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name} if self.only is None else {"name": self.name, "only": list(self.only)}
+        hit = (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.float32)
+        return state, self._keep({
+            "regret": regret_step(rnd.probs, rnd.mean),
+            "reward": rnd.reward,
+            "exposure": rnd.probs,
+            "pulls": hit,
+            "group_exposure": rnd.probs @ rnd.member,
+            "group_pulls": rnd.member[rnd.action],
+            "group_offered": jnp.sum(rnd.member, axis=0),
+        })
 
 
 class ExtraRegrets(Metric):
@@ -442,15 +445,13 @@ def metrics_from_names(names: Sequence[Any], merit: Merit | None, floors: Any) -
     out: list[Metric] = []
     for entry in names:
         name, only = (entry["name"], entry["only"]) if isinstance(entry, Mapping) else (entry, None)
-        if only is not None:
-            if name not in SUBSETTABLE:
-                raise ValueError(f"metric component {name!r} has no only=; allowed for {', '.join(SUBSETTABLE)}")
-            if name == "conventional":
-                out.append(Conventional(only=only))
-                continue
         if name not in METRICS:
             raise ValueError(f"unknown metric component {name!r}; allowed: {', '.join(METRICS)}")
-        if name == "fairx":
+        if only is not None and name not in SUBSETTABLE:
+            raise ValueError(f"metric component {name!r} has no only=; allowed for {', '.join(SUBSETTABLE)}")
+        if name == "conventional":
+            out.append(Conventional(only=only))
+        elif name == "fairx":
             if merit is None:
                 raise ValueError("metric component 'fairx' needs a merit")
             out.append(FairXRegrets(merit, only=only))
@@ -459,5 +460,5 @@ def metrics_from_names(names: Sequence[Any], merit: Merit | None, floors: Any) -
                 raise ValueError("metric component 'floors' needs the study's floors")
             out.append(Floors(floors, merit))
         else:
-            out.append({"conventional": Conventional, "extra_regrets": ExtraRegrets, "tracked": Tracked}[name]())
+            out.append({"extra_regrets": ExtraRegrets, "tracked": Tracked}[name]())
     return out

@@ -406,15 +406,18 @@ def test_a_signal_interrupts_the_wait_for_a_running_chunk_and_its_helper_thread_
     spin(x, 20_000).block_until_ready()
     steps = int(20_000 * 1.5 / max(time.perf_counter() - t, 1e-4))  # ~1.5 s at this machine's speed and -O level
     previous = signal.signal(signal.SIGUSR1, handler)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
     try:
         out = spin(x, steps)
         before = set(threading.enumerate())
-        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        timer.start()
         with pytest.raises(Stop):
             wait_interruptibly(out)
         interrupted_while_running = not out.is_ready()
         helpers = [t for t in set(threading.enumerate()) - before if t.name == "bayesfair-wait"]
     finally:
+        timer.cancel()  # never deliver the signal after the default disposition (exit) is back
+        timer.join()
         signal.signal(signal.SIGUSR1, previous)
     assert interrupted_while_running
     assert len(helpers) == 1 and not helpers[0].daemon
