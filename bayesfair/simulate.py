@@ -470,6 +470,34 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             t_start -= seconds_before
             if hasattr(progress, "skip"):
                 progress.skip(t0 - 1, runs)
+    def finish(job):
+        """The host side of a dispatched chunk: wait for it, check it, add its checkpoints to the
+        float64 totals, report progress, log and save. Runs while the next chunk computes."""
+        c, buf, recs, first, last, n, at = job
+        wait_interruptibly(buf)
+        if recs is not None:
+            round_log(name, first, last, jax.device_get(recs))
+        _check_valid(name or policy.name, policy, jax.device_get(c.invalid), first, last)
+        buf, acc = jax.device_get((buf, c.acc))
+        recorded = {k: v[:, :n] for k, v in buf.items()}
+        for s in specs:
+            chunk_vals, end = acc_value(recorded, s), acc_value(acc, s)
+            if s.combine == SUM:
+                values[s.name][:, at:at + n] = totals[s.name][:, None] + chunk_vals
+                totals[s.name] = totals[s.name] + end
+            elif s.combine == MIN:
+                values[s.name][:, at:at + n] = np.minimum(totals[s.name][:, None], chunk_vals)
+                totals[s.name] = np.minimum(totals[s.name], end)
+            else:  # latest value
+                values[s.name][:, at:at + n] = chunk_vals
+        progress(last - first + 1, runs, policy.name)
+        if checkpointer is not None:
+            checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)
+
+    # One chunk ahead: chunk i + 1 is dispatched (its input is chunk i's carry, still on the
+    # device) before the host side of chunk i runs, so the device never idles while the host reads
+    # back, sums and saves; results, checks and saves are chunk i's, in order, as before.
+    pending = None
     while t0 <= horizon:
         t_end = min(t0 + chunk_size - 1, horizon)
         # Cut the chunk so it holds at most _MAX_SLOTS checkpoints.
@@ -488,33 +516,19 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             if hasattr(progress, "compiled"):
                 progress.compiled(compile_seconds)
             compiled = True
+        recs = None
         if round_log is not None:
             carry, buf, recs = chunk_fn(carry, ts, slots, n_active)
-            wait_interruptibly(buf)
-            round_log(name, t0, t_end, jax.device_get(recs))
         else:
             carry, buf = chunk_fn(carry, ts, slots, n_active)
-            wait_interruptibly(buf)
-        _check_valid(name or policy.name, policy, jax.device_get(carry.invalid), t0, t_end)
-        buf = jax.device_get(buf)
-        acc = jax.device_get(carry.acc)
-        n = in_chunk.size
-        recorded = {k: v[:, :n] for k, v in buf.items()}
-        for s in specs:
-            chunk_vals, end = acc_value(recorded, s), acc_value(acc, s)
-            if s.combine == SUM:
-                values[s.name][:, ci:ci + n] = totals[s.name][:, None] + chunk_vals
-                totals[s.name] = totals[s.name] + end
-            elif s.combine == MIN:
-                values[s.name][:, ci:ci + n] = np.minimum(totals[s.name][:, None], chunk_vals)
-                totals[s.name] = np.minimum(totals[s.name], end)
-            else:  # latest value
-                values[s.name][:, ci:ci + n] = chunk_vals
+        job = (carry, buf, recs, t0, t_end, in_chunk.size, ci)
         ci += in_chunk.size
-        progress(t_end - t0 + 1, runs, policy.name)
         t0 = t_end + 1
-        if checkpointer is not None:
-            checkpointer.chunk_done(name, carry, values, totals, t0, ci, time.perf_counter() - t_start)
+        if pending is not None:
+            finish(pending)
+        pending = job
+    if pending is not None:
+        finish(pending)
     return SimulationOutput(values, specs, time.perf_counter() - t_start), carry
 
 

@@ -40,6 +40,41 @@ def test_results_do_not_depend_on_chunking_or_sharding(small_env, exp4):
     np.testing.assert_allclose(a["exposure"].values, b["exposure"].values, rtol=1e-5)
 
 
+def test_the_next_chunk_is_dispatched_before_the_host_side_of_the_previous_one(small_env, exp4, monkeypatch):
+    """simulate keeps one chunk in flight ahead of the host: chunk i + 1 is dispatched before chunk
+    i is waited for, read back and saved, so the device does not idle meanwhile; the host side
+    still handles the chunks in order, each once, and the numbers are those of one long chunk."""
+    import importlib
+
+    sim_mod = importlib.import_module("bayesfair.simulate")  # the module (bayesfair.simulate is the function)
+    events = []
+    real_fns, real_wait = sim_mod._chunk_fns, sim_mod.wait_interruptibly
+
+    def chunk_fns(*args, **kwargs):
+        init_fn, chunk_fn, specs = real_fns(*args, **kwargs)
+
+        def dispatch(carry, ts, slots, n_active):
+            events.append(("dispatch", int(ts[0])))
+            return chunk_fn(carry, ts, slots, n_active)
+
+        dispatch.lower = chunk_fn.lower
+        return init_fn, dispatch, specs
+
+    monkeypatch.setattr(sim_mod, "_chunk_fns", chunk_fns)
+    monkeypatch.setattr(sim_mod, "wait_interruptibly", lambda tree: (events.append(("wait",)), real_wait(tree)))
+    done = []
+    pols = {"TS": bf.thompson(bf.beta_bernoulli())}
+    ds = bf.simulate(5, small_env, pols, 200, 3, merit=exp4, chunk_size=64, checkpoints=[10, 64, 100, 200],
+                     progress=lambda info: done.append(info["done"]))
+    assert [e[1] for e in events if e[0] == "dispatch"] == [1, 65, 129, 193]
+    assert [e[0] for e in events] == ["dispatch", "dispatch", "wait", "dispatch", "wait", "dispatch", "wait", "wait"]
+    assert done == [3 * 64, 3 * 128, 3 * 192, 3 * 200]  # the host side: in order, every chunk once
+    monkeypatch.undo()
+    whole = bf.simulate(5, small_env, pols, 200, 3, merit=exp4, chunk_size=1024, checkpoints=[10, 64, 100, 200])
+    for name in ("pulls", "fairness_regret", "exposure"):
+        np.testing.assert_allclose(ds[name].values, whole[name].values, rtol=1e-5, err_msg=name)
+
+
 def test_unrolled_threefry_gives_the_numbers_of_jax_s_own_lowering(small_env, exp4, monkeypatch):
     # simulate compiles its rounds with jax.random's hash unrolled (bayesfair._random.unrolled_threefry);
     # the same study compiled with JAX's own (rolled) lowering gives the same numbers, bit for bit:
