@@ -245,3 +245,20 @@ def test_numpy_reference_agrees_with_bayesfair(family):
     result = grid.agreement(numpy_side["final"], jax_side["final"])
     assert result["se_difference"] > 0, result  # a degenerate sample would make z meaningless
     assert result["agree"], result
+
+
+def test_fresh_process_phases_add_up(tmp_path, capsys):
+    """fresh_process.py splits a fresh process's time: the phases it stamps are consecutive, so
+    they add up to the spawn-to-exit time up to the unstamped gaps (script imports, ~ms)."""
+    fresh = _import("fresh_process")
+    out = tmp_path / "f.json"
+    fresh.main(["--runs", "4", "--horizon", "64", "--repeats", "1", "--out", str(out)])
+    data = json.loads(out.read_text())
+    (row,) = data["processes"]["plain"]
+    stamped = sum(row[k] for k in fresh.PHASES if not k.startswith("  "))
+    assert 0 < stamped <= row["spawn to exit"] <= stamped + 0.5
+    assert row["import bayesfair"] > 0 and row["exit"] > 0 and row["first call"] > row["second call (steady)"] > 0
+    assert 0 < row["  of which JAX tracing"] < row["first call"]
+    assert "spawn to exit" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        fresh.main(["--family", "nope"])
