@@ -13,8 +13,10 @@
   Gamma draw for sigma^2 and one normal per arm) on the same Bernoulli arms.
 
 Prints steady seconds (the second call), run-rounds per microsecond and the cores used (user CPU
-time / wall time). ``bayesfair`` is imported before JAX here on purpose: imported after, it cannot
-expose one device per core and every variant silently runs on one device.
+time / wall time). ``bayesfair`` is imported before any JAX operation here on purpose: imported
+after one, it cannot expose one device per core, and every variant runs on one device (since stop
+35 the import then warns; until then it was silent, and before stop 35 even importing JAX first
+had that effect).
 
 Usage: ``python experiments/benchmarks/round_profile.py exact --runs 2000 --horizon 4000 [--arms 10]``
 """
@@ -27,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-import bayesfair  # first: one CPU device per core (see the docstring)
+import bayesfair  # before any JAX operation: one CPU device per core (see the docstring)
 
 # isort: split
 import jax
