@@ -485,19 +485,22 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
         wait_interruptibly(buf)
         if recs is not None:
             round_log(name, first, last, jax.device_get(recs))
-        _check_valid(name or policy.name, policy, jax.device_get(c.invalid), first, last)
-        buf, acc = jax.device_get((buf, c.acc))
-        recorded = {k: v[:, :n] for k, v in buf.items()}
+        # one read-back; the checkpoint buffer (all its slots) only if the chunk recorded any
+        invalid, acc, buf = jax.device_get((c.invalid, c.acc, buf if n else None))
+        _check_valid(name or policy.name, policy, invalid, first, last)
+        recorded = {k: v[:, :n] for k, v in buf.items()} if n else None
         for s in specs:
-            chunk_vals, end = acc_value(recorded, s), acc_value(acc, s)
+            end = acc_value(acc, s)
             if s.combine == SUM:
-                values[s.name][:, at:at + n] = totals[s.name][:, None] + chunk_vals
+                if n:
+                    values[s.name][:, at:at + n] = totals[s.name][:, None] + acc_value(recorded, s)
                 totals[s.name] = totals[s.name] + end
             elif s.combine == MIN:
-                values[s.name][:, at:at + n] = np.minimum(totals[s.name][:, None], chunk_vals)
+                if n:
+                    values[s.name][:, at:at + n] = np.minimum(totals[s.name][:, None], acc_value(recorded, s))
                 totals[s.name] = np.minimum(totals[s.name], end)
-            else:  # latest value
-                values[s.name][:, at:at + n] = chunk_vals
+            elif n:  # latest value
+                values[s.name][:, at:at + n] = acc_value(recorded, s)
         progress(last - first + 1, runs, policy.name)
         if checkpointer is not None:
             checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)
