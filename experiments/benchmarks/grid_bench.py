@@ -16,9 +16,10 @@ Method, per cell (family, R, T), repeated ``--repeats`` times (NumPy and bayesfa
   untimed set-up (drawing the problem; for families whose reference lives in another benchmark
   script, importing it, which imports JAX); steady = the call alone.
 - *bayesfair*: a new Python process calls ``simulate`` twice with the same objects. End to end =
-  spawn to the end of the first call (interpreter start-up, imports, tracing, compilation or a
-  load from the persistent compilation cache, the run); steady = the second call (compiled
-  functions reused in process, nothing compiled).
+  spawn to exit, less the second call (interpreter start-up, imports, tracing, compilation or a
+  load from the persistent compilation cache, the run, and the interpreter's exit, ~0.45 s of
+  final garbage collection: ``fresh_process.py``); steady = the second call (compiled functions
+  reused in process, nothing compiled).
 - Ratios = NumPy seconds / bayesfair seconds (> 1: bayesfair is faster), from the medians.
 - Agreement: the mean final fairness regret (or the family's headline metric) of both sides over
   the runs of the last repetition; ``|z| = |difference| / s.e. of the difference`` must be <= 4.
@@ -427,7 +428,7 @@ def print_report(report):
     print(f"medians of n fresh processes per side (n = {report['settings']['repeats']}, "
           f"{report['settings']['large_repeats']} above {LARGE_CELL:.0e} run-rounds); seconds; "
           "ratio = NumPy / bayesfair (> 1: bayesfair faster);\n"
-          "e2e = spawn to end of run (bayesfair: imports, compilation or cache load, run)")
+          "e2e = spawn to exit, less bayesfair's steady call (imports, compilation or cache load, the run, the exit)")
     head = (f"{'family':<22} {'R':>5} {'T':>8} {'n':>2} {'numpy e2e':>9} {'bf e2e':>8} {'e2e x':>6} {'numpy run':>9} "
             f"{'bf run':>8} {'steady x':>8} {'agreement (z)':>14}")
     print(head)
