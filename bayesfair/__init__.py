@@ -8,6 +8,7 @@ wins. If the backend already runs with fewer CPU devices than cores, the import 
 simulator then uses fewer cores: ~1.7x slower on 2 cores).
 """
 
+import operator as _operator
 import os as _os
 import warnings as _warnings
 
@@ -21,12 +22,16 @@ def set_host_devices(n: int) -> bool:
     process (importing JAX does not initialize it). Returns True if the setting was applied,
     False if the backend already runs (its device count then stays what it is).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    try:
+        count = None if isinstance(n, bool) else _operator.index(n)  # ints and NumPy integers
+    except TypeError:
+        count = None
+    if count is None or count < 1:
         raise ValueError(f"set_host_devices: n must be a positive integer, got {n!r}")
     import jax
 
     try:
-        jax.config.update("jax_num_cpu_devices", n)
+        jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:  # JAX refuses once its backends are initialized
         return False
     return True

@@ -478,6 +478,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             t_start -= seconds_before
             if hasattr(progress, "skip"):
                 progress.skip(t0 - 1, runs)
+
     def finish(job):
         """The host side of a dispatched chunk: wait for it, check it, add its checkpoints to the
         float64 totals, report progress, log and save. Runs while the next chunk computes."""
@@ -506,7 +507,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)
 
     # One chunk ahead: chunk i + 1 is dispatched (its input is chunk i's carry, still on the
-    # device) before the host side of chunk i runs, so the device never idles while the host reads
+    # device) before the host side of chunk i runs, so the device does not idle while the host reads
     # back, sums and saves; results, checks and saves are chunk i's, in order, as before.
     pending = None
     while t0 <= horizon:

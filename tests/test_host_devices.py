@@ -55,8 +55,8 @@ def test_a_device_count_the_user_chose_wins(env_extra):
 
 
 def test_set_host_devices_applies_before_the_backend_starts_and_reports_when_too_late():
-    code = ("import jax, bayesfair; a = bayesfair.set_host_devices(3); n = jax.local_device_count(); "
-            "b = bayesfair.set_host_devices(2); print(a, b); print(n)")
+    code = ("import jax, numpy, bayesfair; a = bayesfair.set_host_devices(numpy.int64(3)); "
+            "n = jax.local_device_count(); b = bayesfair.set_host_devices(2); print(a, b); print(n)")
     proc = _run(code)
     assert _devices(proc) == 3
     assert proc.stdout.splitlines()[0] == "True False"
