@@ -491,17 +491,16 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
         _check_valid(name or policy.name, policy, invalid, first, last)
         recorded = {k: v[:, :n] for k, v in buf.items()} if n else None
         for s in specs:
+            before = totals[s.name]
+            if n:  # the chunk's checkpoints, on top of the totals before it
+                vals = acc_value(recorded, s)
+                values[s.name][:, at:at + n] = (before[:, None] + vals if s.combine == SUM else
+                                                np.minimum(before[:, None], vals) if s.combine == MIN else vals)
             end = acc_value(acc, s)
             if s.combine == SUM:
-                if n:
-                    values[s.name][:, at:at + n] = totals[s.name][:, None] + acc_value(recorded, s)
-                totals[s.name] = totals[s.name] + end
+                totals[s.name] = before + end
             elif s.combine == MIN:
-                if n:
-                    values[s.name][:, at:at + n] = np.minimum(totals[s.name][:, None], acc_value(recorded, s))
-                totals[s.name] = np.minimum(totals[s.name], end)
-            elif n:  # latest value
-                values[s.name][:, at:at + n] = acc_value(recorded, s)
+                totals[s.name] = np.minimum(before, end)
         progress(last - first + 1, runs, policy.name)
         if checkpointer is not None:
             checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)

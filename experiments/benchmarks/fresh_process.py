@@ -25,6 +25,7 @@ import time
 _T_START = time.time()  # first line the child runs: the interpreter has started
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -108,6 +109,7 @@ def main(argv=None):
 
     if a.family not in grid_bench.FAMILIES:
         p.error(f"--family must be one of {sorted(grid_bench.FAMILIES)}, got {a.family!r}")
+    machine = grid_bench.machine_info()  # CPU count, versions, load average at the start (no JAX here)
     modes = [False, True] if a.freeze_at_exit else [False]
     _one(a.family, a.runs, a.horizon, False)  # untimed: fills the persistent cache if it is cold
     rows = {m: [] for m in modes}
@@ -117,17 +119,17 @@ def main(argv=None):
     med = {m: {k: statistics.median(r[k] for r in rows[m]) for k in rows[m][0]} for m in modes}
     label = grid_bench.FAMILIES[a.family].label
     print(f"{label}, R = {a.runs}, T = {a.horizon}: medians of {a.repeats} fresh processes (seconds), "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"load average {machine['loadavg_at_start'][0]:.2f} -> {os.getloadavg()[0]:.2f}")
     print(f"{'phase':<40}" + "".join(f"{'gc.freeze() at exit' if m else 'plain':>22}" for m in modes))
     for k in (*PHASES, "spawn to exit"):
         print(f"{k:<40}" + "".join(f"{med[m][k]:22.3f}" for m in modes))
-    from bayesfair.io import write_text  # atomic
+    from bayesfair.io import write_text  # atomic; creates the folder
 
     report = {"benchmark": "fresh_process", "family": a.family, "label": label, "runs": a.runs, "horizon": a.horizon,
-              "repeats": a.repeats, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "repeats": a.repeats, "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "machine": {**machine, "loadavg_at_end": list(os.getloadavg())},
               "medians": {("freeze_at_exit" if m else "plain"): med[m] for m in modes},
               "processes": {("freeze_at_exit" if m else "plain"): rows[m] for m in modes}}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     write_text(a.out, json.dumps(report, indent=1))
     print(f"wrote {a.out}")
 
