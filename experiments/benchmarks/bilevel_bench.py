@@ -43,17 +43,18 @@ See experiments/benchmarks/README.md.
 """
 
 import functools
+import tomllib
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
-import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
+import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
 
 # isort: split
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
-from bayesfair.config import _read_toml, load_config  # the config reader's TOML step (clear errors)
+from bayesfair.config import load_config
 from bayesfair.metrics import bilevel_regret
 
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -93,8 +94,11 @@ def load_study():
         s = parsed("low", tuple(beta))
         return {k: v for k, v in s.policies.items() if with_baselines or k in ("BF-UCB", "BF-TS")}
 
-    sizes = {setting: {"sizes": tuple(_read_toml(path)["environment"]["group_sizes"])}
-             for setting, path in STUDY_CONFIGS.items()}
+    def group_sizes(path):  # the repository's own configs, read without parsing the study
+        with open(path, "rb") as f:
+            return tuple(tomllib.load(f)["environment"]["group_sizes"])
+
+    sizes = {setting: {"sizes": group_sizes(path)} for setting, path in STUDY_CONFIGS.items()}
     return SimpleNamespace(
         environment=lambda setting: parsed(setting, BETA).env,  # the floors do not change the environment
         policies=policies,

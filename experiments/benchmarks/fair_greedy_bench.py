@@ -39,7 +39,7 @@ Usage: ``python experiments/benchmarks/fair_greedy_bench.py [--horizons T ...] [
 import sys
 import time
 
-import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
+import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
 
 # isort: split
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)

@@ -416,6 +416,9 @@ def machine_info():
             "processor": platform.processor() or platform.machine(), "numpy_version": np.__version__,
             "jax_version": version("jax"), "jaxlib_version": version("jaxlib"),
             "bayesfair_version": version("bayesfair"),
+            # the result's libraries: xarray imports dask (when installed, as with the test extras) on
+            # its first Variable, ~0.2 s of bayesfair's end to end at R = 100 (benchmarks README, stop 36)
+            "xarray_version": version("xarray"), "pandas_version": version("pandas"), "dask_version": version("dask"),
             "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "host_devices": os.environ.get("BAYESFAIR_HOST_DEVICES", "one per core")}
 
@@ -424,6 +427,7 @@ def print_report(report):
     """The table: one line per cell, both ratios, the agreement."""
     m = report["machine"]
     print(f"machine: {m['cpu_count']} CPUs, {m['platform']}, jax {m['jax_version']}, numpy {m['numpy_version']}, "
+          f"dask {m.get('dask_version') or 'not installed'}, "
           f"load average {m['loadavg_at_start'][0]:.2f} -> {m.get('loadavg_at_end', [float('nan')])[0]:.2f}")
     print(f"medians of n fresh processes per side (n = {report['settings']['repeats']}, "
           f"{report['settings']['large_repeats']} above {LARGE_CELL:.0e} run-rounds); seconds; "

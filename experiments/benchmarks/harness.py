@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
+import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
 
 # isort: split
 import jax

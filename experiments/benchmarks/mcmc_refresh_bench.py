@@ -26,7 +26,7 @@ See experiments/benchmarks/README.md for measured numbers.
 
 import time
 
-import bayesfair  # sets XLA_FLAGS (one CPU device per core), so it must be imported before jax
+import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
 
 # isort: split
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
