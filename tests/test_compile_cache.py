@@ -155,11 +155,18 @@ def test_persistent_cache_decision(monkeypatch, tmp_path):
     monkeypatch.setattr(_compile, "_configured_dir", lambda: None)
     monkeypatch.delenv("BAYESFAIR_COMPILE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    trims = []
+    monkeypatch.setattr(_compile, "_start_trim", trims.append)
     assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")
     assert updates["jax_compilation_cache_dir"] == str(tmp_path / "xdg" / "bayesfair" / "jax")
     assert updates["jax_persistent_cache_min_compile_time_secs"] < 1.0
+    # JAX's own size bound stays off (with it, every write lists the folder); bayesfair's trim
+    # is started instead, for this folder
+    assert updates["jax_compilation_cache_max_size"] == -1
+    assert trims == [tmp_path / "xdg" / "bayesfair" / "jax"]
     assert (tmp_path / "xdg" / "bayesfair" / "jax").is_dir() and _compile._ours  # its settings: bayesfair's
     assert _compile.enable_persistent_cache() == str(tmp_path / "xdg" / "bayesfair" / "jax")  # decided once
+    assert len(trims) == 1
     monkeypatch.setattr(_compile, "_enabled", False)
     monkeypatch.setenv("BAYESFAIR_COMPILE_CACHE_DIR", str(tmp_path / "own"))
     assert _compile.cache_dir() == tmp_path / "own"
@@ -278,6 +285,59 @@ def test_new_process_writes_and_then_reads_the_cache(tmp_path):
     chunks = [name for name in first if name.startswith("jit_chunk_run")]
     assert set(first) <= set(second)  # (a computation near the 0.02 s threshold may be added now)
     assert [name for name in second if name.startswith("jit_chunk_run")] == chunks  # same key: loaded, not rebuilt
+    # JAX's own size bound is off: it would write a <key>-atime file beside every entry it writes or reads
+    assert not [name for name in second if name.endswith("-atime")]
+
+
+def _entry(folder, key, size, when, sidecar=False):
+    path = folder / f"{key}-cache"
+    path.write_bytes(b"x" * size)
+    os.utime(path, ns=(when, when))
+    if sidecar:
+        (folder / f"{key}-atime").write_bytes(when.to_bytes(8, "little"))
+
+
+def test_trim_cache_removes_least_recently_used_entries_first(tmp_path):
+    # Entries of 100 bytes, used at times 1..5 (s); the bound 250 keeps the two most recent. An
+    # entry written long ago but read recently (access time) counts as recent; sidecars go with
+    # their entry, orphaned ones alone; other files and folders are left alone.
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    s = 1_000_000_000
+    for i, key in enumerate(["a", "b", "c", "d", "e"], start=1):
+        _entry(folder, key, 100, i * s, sidecar=key in ("a", "d"))
+    old_but_read = folder / "b-cache"
+    os.utime(old_but_read, ns=(9 * s, 2 * s))  # (access, modification)
+    (folder / "gone-atime").write_bytes(b"12345678")  # its entry was removed elsewhere
+    (folder / "notes.txt").write_text("mine")
+    (folder / "sub-cache").mkdir()
+    assert _compile.trim_cache(folder, max_bytes=250) == (3, 300)
+    assert sorted(p.name for p in folder.iterdir()) == ["b-cache", "e-cache", "notes.txt", "sub-cache"]
+    assert _compile.trim_cache(folder, max_bytes=250) == (0, 0)  # already within the bound
+    assert _compile.trim_cache(folder, max_bytes=0) == (2, 200)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "sub-cache"]
+    with pytest.raises(ValueError, match="max_bytes must be >= 0, got -1"):
+        _compile.trim_cache(folder, max_bytes=-1)
+
+
+def test_trim_cache_runs_once_per_process_in_the_background(tmp_path, monkeypatch):
+    # _start_trim runs trim_cache on a daemon thread the first time only; a folder that cannot be
+    # listed is no error there (the cache works without the bound).
+    import threading
+
+    calls, done = [], threading.Event()
+
+    def fake_trim(path):
+        calls.append((path, threading.current_thread().daemon))
+        done.set()
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(_compile, "trim_cache", fake_trim)
+    monkeypatch.setattr(_compile, "_trim_started", False)
+    _compile._start_trim(tmp_path / "missing")
+    assert done.wait(30)
+    _compile._start_trim(tmp_path / "other")
+    assert calls == [(tmp_path / "missing", True)]
 
 
 def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
