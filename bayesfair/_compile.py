@@ -8,12 +8,12 @@
   (a changed program is a new key, never a stale hit). ``BAYESFAIR_NO_COMPILE_CACHE=1`` opts out;
   a cache folder the user configured for JAX (``jax_compilation_cache_dir``, or the
   ``JAX_COMPILATION_CACHE_DIR`` variable) is left alone, with its thresholds.
-- :func:`trim_cache` bounds bayesfair's folder (2 GiB, least recently used entries first) once
-  per process, on a background thread. JAX's own bound (``jax_compilation_cache_max_size``) is
-  not used: with it set, every write to the cache lists the whole folder and reads one small
-  file per entry, so a write costs ~11 us per entry already there (measured: 0.4 ms in an empty
-  folder, 10 ms with 940 entries, 158 ms with 7,000), and a folder that has grown over months
-  makes every new compilation that much slower.
+- :func:`trim_cache` bounds bayesfair's folder (2 GiB, least recently used entries first): the
+  first process in an hour to use the folder runs it on a background thread. JAX's own bound
+  (``jax_compilation_cache_max_size``) is not used: with it set, every write to the cache lists
+  the whole folder and reads one small file per entry, so a write costs ~11 us per entry already
+  there (measured: 0.4 ms in an empty folder, 10 ms with 940 entries, 158 ms with 7,000), and a
+  folder that has grown over months makes every new compilation that much slower.
 - :class:`TraceCache` keeps the jitted functions and compiled executables of recent ``simulate``
   calls, keyed by :func:`trace_key` of everything that determines the trace, so a second call
   with the same policy, environment and metrics compiles nothing.
@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import os
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,9 @@ def enable_persistent_cache() -> str | None:
     or when the user already configured ``jax_compilation_cache_dir`` (that folder is used, with
     the user's settings). Otherwise sets the folder and caches every computation that takes at least
     0.02 s to compile (inside NUTS fits and the diagnostics, every one: :func:`cache_small_programs`),
-    and starts :func:`trim_cache` on a background thread (once per process), which keeps the folder
-    under 2 GiB. A folder that cannot be created turns the cache off rather than failing the
-    simulation.
+    and starts :func:`trim_cache` on a background thread (once per process; it skips the folder
+    if another process trimmed it within the hour), which keeps the folder under 2 GiB. A folder
+    that cannot be created turns the cache off rather than failing the simulation.
 
     Called first by everything that compiles on a user's behalf: ``simulate`` and its pre-flight
     checks (``run_means``, ``check_study``), ``fitting.fit``, ``sbc`` and the diagnostics entry
@@ -128,10 +129,23 @@ def _start_trim(path: Path) -> None:
     threading.Thread(target=_trim_quietly, args=(path,), name="bayesfair-cache-trim", daemon=True).start()
 
 
+_TRIM_EVERY = 3600.0  # seconds: processes started within this time of the last trim skip theirs
+_TRIM_MARK = ".bayesfair-trimmed"  # its modification time is the last trim's start
+
+
 def _trim_quietly(path: Path) -> None:
+    """:func:`trim_cache` of ``path`` unless a process trimmed it within the last hour (a sweep's
+    many processes list a folder of 7,000 entries once, not each: ~0.07 s per listing)."""
+    mark = Path(path) / _TRIM_MARK
     try:
+        if time.time() - mark.stat().st_mtime < _TRIM_EVERY:
+            return
+    except OSError:  # no mark yet
+        pass
+    try:
+        mark.touch()
         trim_cache(path)
-    except OSError:  # a folder that vanished or cannot be read: the cache works without the bound
+    except OSError:  # a folder that vanished or cannot be written: the cache works without the bound
         pass
 
 
@@ -147,8 +161,8 @@ def trim_cache(folder: str | os.PathLike, max_bytes: int = _MAX_CACHE_BYTES) -> 
     the folder is touched. Entries another process removes meanwhile are skipped; a process that
     reads an entry while it is removed gets JAX's warning and compiles the program instead.
 
-    One pass lists the folder once (~3 us per entry); :func:`enable_persistent_cache` runs it once
-    per process on a background thread.
+    One pass lists the folder once (~10 us per entry); :func:`enable_persistent_cache` runs it on a
+    background thread in the first process that uses the folder in an hour.
 
     Parameters
     ----------

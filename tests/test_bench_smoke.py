@@ -262,3 +262,26 @@ def test_fresh_process_phases_add_up(tmp_path, capsys):
     assert "spawn to exit" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         fresh.main(["--family", "nope"])
+
+
+def test_cache_write_bench_times_one_write_each_way():
+    # Part 1 of cache_write_bench.py: one row per folder size, both settings timed (the cost
+    # itself is the benchmark's to report, not a test's).
+    bench = _import("cache_write_bench")
+    rows = bench.write_cost([0, 30], writes=3)
+    assert [r["entries"] for r in rows] == [0, 30]
+    assert all(r["jax_bound"] > 0 and r["no_bound"] > 0 for r in rows)
+
+
+@pytest.mark.slow  # two fresh processes with a NUTS fit and a study each
+def test_cache_write_bench_end_to_end(tmp_path, capsys):
+    bench = _import("cache_write_bench")
+    out = tmp_path / "c.json"
+    bench.main(["--entries", "20", "--repeats", "1", "--out", str(out)])
+    (row,) = json.loads(out.read_text())["first_fit"]
+    # every program of the fit and the study misses the filler entries and is written, either way
+    assert row["entries"] == 20 and row["no_bound_written"] > 10 and row["jax_bound_written"] > 10
+    assert row["no_bound_fit"] > 0 and row["jax_bound_fit"] > 0
+    assert "a new process's first fit" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "0"])

@@ -320,24 +320,44 @@ def test_trim_cache_removes_least_recently_used_entries_first(tmp_path):
         _compile.trim_cache(folder, max_bytes=-1)
 
 
-def test_trim_cache_runs_once_per_process_in_the_background(tmp_path, monkeypatch):
-    # _start_trim runs trim_cache on a daemon thread the first time only; a folder that cannot be
-    # listed is no error there (the cache works without the bound).
+def test_trim_cache_runs_in_the_background_at_most_hourly(tmp_path, monkeypatch):
+    # _start_trim runs the trim on a daemon thread, the first time in a process only; a process
+    # that finds the folder trimmed within the hour (the mark file) skips it; a folder that is gone
+    # or cannot be trimmed is no error there (the cache works without the bound).
     import threading
+    import time
 
     calls, done = [], threading.Event()
 
     def fake_trim(path):
         calls.append((path, threading.current_thread().daemon))
         done.set()
-        raise FileNotFoundError(path)
 
     monkeypatch.setattr(_compile, "trim_cache", fake_trim)
     monkeypatch.setattr(_compile, "_trim_started", False)
-    _compile._start_trim(tmp_path / "missing")
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    _compile._start_trim(folder)
     assert done.wait(30)
-    _compile._start_trim(tmp_path / "other")
-    assert calls == [(tmp_path / "missing", True)]
+    _compile._start_trim(folder)
+    assert calls == [(folder, True)]
+    mark = folder / _compile._TRIM_MARK
+    assert mark.is_file()
+    _compile._trim_quietly(folder)  # another process, within the hour
+    assert len(calls) == 1
+    old = time.time() - 2 * _compile._TRIM_EVERY
+    os.utime(mark, (old, old))
+    _compile._trim_quietly(folder)  # an hour later
+    assert len(calls) == 2 and mark.stat().st_mtime > old
+    _compile._trim_quietly(tmp_path / "gone")
+    assert len(calls) == 2
+
+    def failing(path):
+        raise PermissionError(path)
+
+    monkeypatch.setattr(_compile, "trim_cache", failing)
+    os.utime(mark, (old, old))
+    _compile._trim_quietly(folder)  # swallowed
 
 
 def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
