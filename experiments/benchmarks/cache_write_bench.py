@@ -56,8 +56,17 @@ def _fill(folder: Path, n: int, seed: int = 0) -> None:
         (folder / f"{key}-atime").write_bytes(stamp)
 
 
+def _need_filelock() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("filelock") is None:
+        raise RuntimeError("cache_write_bench.py times JAX's own cache-size bound, which needs the filelock package "
+                           "(pip install filelock; it is in bayesfair's test extras)")
+
+
 def write_cost(entries: list[int], writes: int = 20) -> list[dict]:
     """Part 1: median seconds per write into a folder of N entries, JAX's bound on and off."""
+    _need_filelock()
     from jax._src.lru_cache import LRUCache
 
     rows = []
@@ -148,6 +157,10 @@ def main(argv=None):
         p.error(f"--repeats must be >= 1, got {a.repeats}")
     if any(n < 0 for n in a.entries):
         p.error(f"--entries must be >= 0, got {a.entries}")
+    try:
+        _need_filelock()
+    except RuntimeError as e:
+        p.error(str(e))
     sys.path.insert(0, str(HERE))
     import grid_bench
 
