@@ -11,9 +11,10 @@
 - :func:`trim_cache` bounds bayesfair's folder (2 GiB, least recently used entries first): the
   first process in an hour to use the folder runs it on a background thread. JAX's own bound
   (``jax_compilation_cache_max_size``) is not used: with it set, every write to the cache lists
-  the whole folder and reads one small file per entry, so a write costs ~11 us per entry already
-  there (measured: 0.4 ms in an empty folder, 10 ms with 940 entries, 158 ms with 7,000), and a
-  folder that has grown over months makes every new compilation that much slower.
+  the whole folder and reads one small file per entry, so a write costs ~22 us per entry already
+  there (``experiments/benchmarks/cache_write_bench.py``: 1.8 ms in an empty folder, 47 ms with
+  2,000 entries, 160 ms with 7,000), and a folder only grows (a first NUTS fit of a new model
+  writes ~270 entries) until the bound.
 - :class:`TraceCache` keeps the jitted functions and compiled executables of recent ``simulate``
   calls, keyed by :func:`trace_key` of everything that determines the trace, so a second call
   with the same policy, environment and metrics compiles nothing.
