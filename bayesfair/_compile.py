@@ -28,6 +28,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,13 @@ def _trim_quietly(path: Path) -> None:
     try:
         mark.touch()
         trim_cache(path)
-    except OSError:  # a folder that vanished or cannot be written: the cache works without the bound
+    except FileNotFoundError:  # the folder was removed meanwhile: nothing to bound
         pass
+    except OSError as e:  # the cache still works, but its folder is no longer bounded: say so
+        warnings.warn(f"bayesfair: could not trim the compilation cache folder {str(path)!r} to "
+                      f"{_MAX_CACHE_BYTES >> 30} GiB ({type(e).__name__}: {e}); compiled programs still load "
+                      "from it, but it may grow. Remove old files there by hand, or set "
+                      "BAYESFAIR_COMPILE_CACHE_DIR to a folder you can write.", RuntimeWarning, stacklevel=1)
 
 
 def trim_cache(folder: str | os.PathLike, max_bytes: int = _MAX_CACHE_BYTES) -> tuple[int, int]:

@@ -323,7 +323,8 @@ def test_trim_cache_removes_least_recently_used_entries_first(tmp_path):
 def test_trim_cache_runs_in_the_background_at_most_hourly(tmp_path, monkeypatch):
     # _start_trim runs the trim on a daemon thread, the first time in a process only; a process
     # that finds the folder trimmed within the hour (the mark file) skips it; a folder that is gone
-    # or cannot be trimmed is no error there (the cache works without the bound).
+    # is no error there; one that cannot be trimmed is a warning, not an error (the cache works
+    # without the bound).
     import threading
     import time
 
@@ -357,7 +358,8 @@ def test_trim_cache_runs_in_the_background_at_most_hourly(tmp_path, monkeypatch)
 
     monkeypatch.setattr(_compile, "trim_cache", failing)
     os.utime(mark, (old, old))
-    _compile._trim_quietly(folder)  # swallowed
+    with pytest.warns(RuntimeWarning, match="could not trim the compilation cache folder .*PermissionError"):
+        _compile._trim_quietly(folder)  # not raised: the cache works without the bound, but said
 
 
 def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
