@@ -7,9 +7,10 @@ A component (a :class:`Metric`) contributes
 - ``init()`` and ``update(state, rnd)``: pure JAX, run inside the simulator's round loop and
   vmapped over runs. ``update`` receives the round (:class:`RoundData`) and the component's own
   carried state (``None`` for stateless components) and returns the new state and one term per
-  spec; the simulator adds the terms to the accumulator (compensated sums,
-  :func:`bayesfair.metrics.update_acc`), so results do not depend on the chunk size, and keeps
-  the states in the run carry, so a resumed run equals an uninterrupted one;
+  spec; the simulator adds the terms to the accumulator (compensated float sums, exact integer
+  sums for a spec of integer dtype: :func:`bayesfair.metrics.update_acc`), so results do not
+  depend on the chunk size, and keeps the states in the run carry, so a resumed run equals an
+  uninterrupted one;
 - ``check(env, key, runs)``: host-side checks before any round (e.g. means in a merit's domain);
 - ``finalize(res)``: host-side, after the runs: extra result variables computed from the
   recorded values and the runs' arm means (:class:`ResultContext`).
@@ -259,21 +260,24 @@ class Conventional(_Subset):
             _spec("regret", (), (), "cumulative conventional regret sum_t (max mu_t - pi_t . mu_t)"),
             _spec("reward", (), (), "cumulative realized reward"),
             _spec("exposure", ("arm",), (k,), "cumulative exposure sum_t pi_t(a)"),
-            _spec("pulls", ("arm",), (k,), "cumulative pull count"),
+            _spec("pulls", ("arm",), (k,), "cumulative pull count", dtype=np.int32),
             _spec("group_exposure", ("group",), (m,), "cumulative group exposure sum_t sum_{a in g} pi_t(a)"),
-            _spec("group_pulls", ("group",), (m,), "cumulative pulls of the group's candidates"),
+            _spec("group_pulls", ("group",), (m,), "cumulative pulls of the group's candidates",
+                  dtype=np.int32),
             _spec("group_offered", ("group",), (m,), "cumulative number of candidates offered"),
         ))
 
     def update(self, state: Any, rnd: RoundData) -> tuple[Any, dict[str, jax.Array]]:
-        hit = (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.float32)
+        # the counts are exact int32 sums (at most one per round: metrics.compensated); the offered
+        # candidates (up to K per round) stay a compensated float sum
+        hit = (jnp.arange(rnd.probs.shape[-1]) == rnd.action).astype(jnp.int32)
         return state, self._keep({
             "regret": regret_step(rnd.probs, rnd.mean),
             "reward": rnd.reward,
             "exposure": rnd.probs,
             "pulls": hit,
             "group_exposure": rnd.probs @ rnd.member,
-            "group_pulls": rnd.member[rnd.action],
+            "group_pulls": rnd.member[rnd.action].astype(jnp.int32),
             "group_offered": jnp.sum(rnd.member, axis=0),
         })
 

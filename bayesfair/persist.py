@@ -107,13 +107,15 @@ def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[s
     leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
     if len(leaves) != len(meta):
         raise PersistError(f"{what}: the file has {len(meta)} arrays but the expected structure has {len(leaves)}; "
-                           "it was saved for a different policy or configuration")
+                           "it was saved for a different policy or configuration, or by another bayesfair development "
+                           "version whose run state differs")
     out = []
     for i, ((path, leaf), m) in enumerate(zip(leaves, meta, strict=True)):
         where = _path_str(path)
         if m["path"] != where:
             raise PersistError(f"{what}: leaf {i} is {m['path']!r} in the file but {where!r} here; "
-                               "it was saved for a different policy or configuration")
+                               "it was saved for a different policy or configuration, or by another bayesfair "
+                               "development version whose run state differs")
         data = np.asarray(arrays[f"{prefix}{i}"])
         want_shape = tuple(np.shape(leaf))
         if tuple(m["shape"]) != want_shape:

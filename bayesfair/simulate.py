@@ -7,7 +7,8 @@ Design (see docs/developer/design.md):
   uninterrupted one, and every policy sees the same environment draws (common random numbers).
 - A chunk of ``chunk_size`` rounds is one jitted call. Inside it the metrics accumulate in a
   float32 accumulator that starts at zero, with a compensation term per sum (Neumaier's
-  compensated summation, :func:`bayesfair.metrics.update_acc`), and the accumulator is copied
+  compensated summation, :func:`bayesfair.metrics.update_acc`; pull counts are exact int32
+  sums instead, :func:`bayesfair.metrics.compensated`), and the accumulator is copied
   into a small buffer at the rounds of the checkpoint grid (a ``lax.cond`` on an unbatched flag,
   so it costs nothing on other rounds). The host adds the chunk's values to float64 running
   totals. Memory is O(R * K * checkpoints), independent of the horizon; the error of a sum is

@@ -223,6 +223,34 @@ def test_recorded_rounds_give_the_same_results_as_the_pull_path(small_env, exp4)
         np.testing.assert_allclose(a[v].values, b[v].values, rtol=1e-6, atol=1e-7)
 
 
+def test_pull_counts_are_exact_integer_sums_of_the_logged_actions(small_env, exp4):
+    """``pulls`` and ``group_pulls`` accumulate as int32 chunk sums with no compensation term
+    (metrics.compensated); at every checkpoint they equal the cumulative counts of the actions the
+    round log recorded, across chunk boundaries (chunk 64 does not divide the checkpoints)."""
+    from bayesfair.metric_parts import Conventional, SpecContext
+    from bayesfair.metrics import compensated, init_acc
+
+    specs = Conventional().specs(SpecContext(4, 2, {}, {}))
+    acc = init_acc(specs)
+    for s in specs:
+        counts = s.name in ("pulls", "group_pulls")
+        assert compensated(s) is not counts and (s.name + "__lo" in acc) is not counts, s.name
+        assert acc[s.name].dtype == (np.int32 if counts else np.float32), s.name
+    logged = {"fx": [], "eg": []}
+    grid = [1, 50, 64, 65, 130, 200]
+    ds = bf.simulate(5, small_env, _pols(exp4), 200, 3, merit=exp4, chunk_size=64, checkpoints=grid,
+                     round_log=lambda name, t0, t1, rec: logged[name].append((t0, rec["action"][:, :t1 - t0 + 1])))
+    groups = np.asarray(small_env.groups.labels)
+    for name, chunks in logged.items():
+        actions = np.concatenate([np.asarray(a) for _, a in sorted(chunks, key=lambda c: c[0])], axis=1)
+        assert actions.shape == (3, 200)
+        hits = np.eye(4, dtype=np.int64)[actions]  # [run, round, arm]
+        expected = np.cumsum(hits, axis=1)[:, np.asarray(grid) - 1]
+        np.testing.assert_array_equal(ds["pulls"].sel(policy=name).values, expected)
+        np.testing.assert_array_equal(ds["group_pulls"].sel(policy=name).values,
+                                      expected @ np.eye(2, dtype=np.int64)[groups])
+
+
 def test_long_chunks_keep_sums_exact_to_float32_precision():
     """The float32 chunk accumulators are compensated: uniform play over 7 arms adds the same
     pi_t(a) = float32(1/7) every round, whose plain float32 running sum drifts systematically
