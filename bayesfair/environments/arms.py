@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair import _random
 from bayesfair._validate import finite_array, finite_float
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
@@ -173,7 +174,7 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
         raise ValueError(f"sigma must be > 0, got {sigma}")
 
     def draw(key: jax.Array, mu_a: jax.Array) -> jax.Array:
-        return mu_a + sigma * jax.random.normal(key, ())
+        return mu_a + sigma * _random.normal(key, ())
 
     return _build("gaussian", means, groups, draw, None, {"sigma": sigma}, "real")
 

@@ -282,7 +282,7 @@ def biased_linear_bandit(
         x = _random.uniform(kx, (n, d), jnp.float32, c_lo, c_hi)  # flat draw: faster under vmap (bayesfair._random)
         true = jnp.sum(params.beta * x, axis=1)
         observed = true + jnp.sum(params.psi[labels_j] * x, axis=1)
-        reward = observed + noise_sd * jax.random.normal(ke, (n,), jnp.float32)
+        reward = observed + noise_sd * _random.normal(ke, (n,), jnp.float32)
         return Round(Observation(t=t, contexts=x), reward, observed, {"true": true})
 
     def arm_means(params: BiasedParams) -> jax.Array:
@@ -532,7 +532,7 @@ def biased_data_bandit(table: BiasedTable, *, noise_sd: float = 0.0, name: str |
         u = jax.random.uniform(ku, (n,), jnp.float32)
         idx = starts_j + jnp.minimum((u * counts_f).astype(jnp.int32), counts_j - 1)
         value = y[idx]
-        reward = value + noise_sd * jax.random.normal(ke, (n,), jnp.float32) if noise_sd > 0 else value
+        reward = value + noise_sd * _random.normal(ke, (n,), jnp.float32) if noise_sd > 0 else value
         return Round(Observation(t=t, contexts=X[idx]), reward, value, None)
 
     spec = Spec(n_arms=n, group_of_arm=groups.labels, n_groups=groups.n_groups, n_features=d, reward_range=None,

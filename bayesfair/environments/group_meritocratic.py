@@ -445,7 +445,7 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
         x = _block_contexts(_random.uniform(k_ctx, (n_candidates, m), jnp.float32), groups, n_groups,
                             design.bias_step)
         mean = x @ theta
-        reward = mean + noise_sd * jax.random.normal(k_rew, (n_candidates,), jnp.float32)
+        reward = mean + noise_sd * _random.normal(k_rew, (n_candidates,), jnp.float32)
         obs = Observation(t=t, contexts=x, groups=None if fixed_groups is not None else groups)
         return Round(obs, reward, mean, {"fair": cdf(groups, mean)})
 
@@ -675,7 +675,7 @@ def gmf_population(
         k_idx, k_rew = jax.random.split(key)
         idx = jax.random.randint(k_idx, (k,), 0, n)
         m = mean_j[idx]
-        reward = m + sd * jax.random.normal(k_rew, (k,), jnp.float32)
+        reward = m + sd * _random.normal(k_rew, (k,), jnp.float32)
         return Round(Observation(t=t, contexts=x_j[idx], groups=lab_j[idx]), reward, m, {"fair": rank_j[idx]})
 
     def arm_means(params: jax.Array) -> jax.Array:

@@ -237,7 +237,7 @@ def linear_bandit(
         def reset(key: jax.Array) -> jax.Array:
             if theta_j is not None:
                 return theta_j
-            return tscale * jax.random.normal(key, (d,), jnp.float32)
+            return tscale * _random.normal(key, (d,), jnp.float32)
 
     def draw_contexts(key: jax.Array) -> jax.Array:
         if pool_j is not None:
@@ -261,7 +261,7 @@ def linear_bandit(
         if bernoulli:
             reward = (jax.random.uniform(k_rew, (k,)) < mean).astype(jnp.float32)
         else:
-            reward = mean + sig * jax.random.normal(k_rew, (k,), jnp.float32)
+            reward = mean + sig * _random.normal(k_rew, (k,), jnp.float32)
         return Round(Observation(t=t, contexts=x), reward, mean)
 
     def arm_means(params: jax.Array) -> jax.Array:

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from bayesfair import _random
 from bayesfair._validate import finite_float
 from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
 from bayesfair.registry import POSITIVE, declare
@@ -49,7 +50,7 @@ def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise
         return 1.0 / state.precision
 
     def sample(key: jax.Array, state: NormalState) -> jax.Array:
-        z = jax.random.normal(key, state.precision.shape)
+        z = _random.normal(key, state.precision.shape)  # jax.random.normal's numbers, flat under vmap
         return mean(state) + z * jax.lax.rsqrt(state.precision)
 
     def model(arms, rewards=None, *, n_arms: int) -> None:

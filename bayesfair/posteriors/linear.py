@@ -328,7 +328,7 @@ def linear_known_variance(
     mean = _mean_fn(mode)
 
     def sample(key: jax.Array, state: LinearState) -> jax.Array:
-        return _draw(mode, mean, state, jax.random.normal(key, state.eta.shape))
+        return _draw(mode, mean, state, _random.normal(key, state.eta.shape))  # jax.random.normal's numbers
 
     def cov(state: LinearState) -> jax.Array:
         return _inverse_precision(state.chol)
@@ -414,7 +414,7 @@ def linear_normal_inverse_gamma(
         # capped at the largest float32: a shape a0 < 1 can draw a gamma below the float32 range
         # (0), which made s2 inf and the draw inf/NaN (as in normal_inverse_gamma)
         s2 = jnp.minimum(state.b / _random.gamma(kg, state.a, allow_small=allow_small), jnp.finfo(jnp.float32).max)
-        return {"theta": _draw(mode, mean, state, jnp.sqrt(s2) * jax.random.normal(kz, state.eta.shape)), "sigma2": s2}
+        return {"theta": _draw(mode, mean, state, jnp.sqrt(s2) * _random.normal(kz, state.eta.shape)), "sigma2": s2}
 
     def sample(key: jax.Array, state: LinearNIGState) -> jax.Array:
         return joint(key, state)["theta"]

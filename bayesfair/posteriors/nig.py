@@ -64,7 +64,7 @@ def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, 
         # draws): sigma^2 = b / g is then capped at the largest float32 instead of inf, which
         # made the draw inf/NaN. NaN (an invalid shape) stays NaN.
         sigma2 = jnp.minimum(state.b / g, jnp.finfo(jnp.float32).max)
-        z = jax.random.normal(kz, state.m.shape)
+        z = _random.normal(kz, state.m.shape)  # jax.random.normal's numbers, flat under vmap
         return {"mu": state.m + z * jnp.sqrt(sigma2 / state.kappa), "sigma2": sigma2}
 
     def sample(key: jax.Array, state: NIGState) -> jax.Array:

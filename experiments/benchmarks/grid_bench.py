@@ -147,6 +147,65 @@ def numpy_fairx(runs, horizon, seed, k, policy):
     return {"fairness_regret": out_fr, "reward_regret": out_rr}
 
 
+GAUSS_SIGMA = 0.5  # Gaussian arms N(mu_a, GAUSS_SIGMA^2), mu_a from bernoulli_means
+NORMAL_PRIOR = {"prior_mean": 0.5, "prior_var": 1.0, "noise_var": GAUSS_SIGMA ** 2}  # normal_known_variance
+NIG_PRIOR = {"m0": 0.5, "kappa0": 1.0, "a0": 1.0, "b0": 0.25}  # normal_inverse_gamma (round_profile.py's nig)
+
+
+def numpy_fairx_gaussian(runs, horizon, seed, k, posterior):
+    """FairX-TS on Gaussian arms N(mu_a, 0.5^2), merit exp(4 mu), in NumPy, with a conjugate
+    posterior per arm: ``"normal"`` (Normal prior N(0.5, 1), known noise variance 0.25: one
+    Gaussian draw per arm and round) or ``"nig"`` (Normal-Inverse-Gamma, m0 0.5, kappa0 1, a0 1,
+    b0 0.25: sigma_a^2 = b / Gamma(a), then mu_a ~ N(m, sigma_a^2 / kappa); one Gamma and one
+    Gaussian draw per arm and round). The updates are the posteriors' closed forms (precision and
+    precision-weighted mean; kappa' = kappa + 1, m' = (kappa m + r) / kappa', a' = a + 1/2,
+    b' = b + kappa (r - m)^2 / (2 kappa')). Records the fairness and reward regret at T/2 and T,
+    as :func:`numpy_fairx`.
+    """
+    means = bernoulli_means(k, seed)
+    rng = np.random.default_rng(seed + 1)
+    rows = np.arange(runs)
+    pi_star = _softmax(MERIT_C * means)
+    star_reward = pi_star @ means
+    if posterior == "normal":
+        noise_var = NORMAL_PRIOR["noise_var"]
+        precision = np.full((runs, k), 1.0 / NORMAL_PRIOR["prior_var"])
+        weighted = np.full((runs, k), NORMAL_PRIOR["prior_mean"] / NORMAL_PRIOR["prior_var"])
+    elif posterior == "nig":
+        m, kappa, a, b = (np.full((runs, k), NIG_PRIOR[name]) for name in ("m0", "kappa0", "a0", "b0"))
+    else:
+        raise ValueError(f"posterior must be 'normal' or 'nig', got {posterior!r}")
+    fr, rr = np.zeros(runs), np.zeros(runs)
+    out_fr, out_rr = np.zeros((runs, 2)), np.zeros((runs, 2))
+    half = max(horizon // 2, 1)
+    for t in range(1, horizon + 1):
+        z = rng.standard_normal((runs, k))
+        if posterior == "normal":
+            theta = weighted / precision + z / np.sqrt(precision)
+        else:
+            theta = m + z * np.sqrt(b / rng.standard_gamma(a) / kappa)
+        pi = _softmax(MERIT_C * theta)
+        arm = _sample(rng, pi)
+        reward = means[arm] + GAUSS_SIGMA * rng.standard_normal(runs)
+        if posterior == "normal":
+            precision[rows, arm] += 1.0 / noise_var
+            weighted[rows, arm] += reward / noise_var
+        else:
+            k_old, m_old = kappa[rows, arm], m[rows, arm]
+            k_new = k_old + 1.0
+            b[rows, arm] += k_old * (reward - m_old) ** 2 / (2.0 * k_new)
+            m[rows, arm] = (k_old * m_old + reward) / k_new
+            kappa[rows, arm] = k_new
+            a[rows, arm] += 0.5
+        fr += np.abs(pi_star - pi).sum(axis=1)
+        rr += star_reward - pi @ means
+        if t == half:
+            out_fr[:, 0], out_rr[:, 0] = fr, rr
+        if t == horizon:
+            out_fr[:, 1], out_rr[:, 1] = fr, rr
+    return {"fairness_regret": out_fr, "reward_regret": out_rr}
+
+
 # ---------------------------------------------------------------------------------------------
 # bayesfair sides (objects built once per process, so the second call reuses its compiled functions)
 
@@ -169,6 +228,30 @@ def bayesfair_fairx(runs, horizon, seed, chunk_size, k, policy):
     import bayesfair
 
     env, pol, merit, metrics = _fairx_study(k, policy, seed)
+    ds = bayesfair.simulate(seed, env, {"p": pol}, horizon, runs, merit=merit, metrics=list(metrics),
+                            checkpoints=sorted({max(horizon // 2, 1), horizon}), chunk_size=min(chunk_size, horizon))
+    return ds["fairness_regret"].sel(policy="p").values[:, -1]
+
+
+@functools.cache
+def _fairx_gaussian_study(k, posterior, seed):
+    import bayesfair
+    from bayesfair.metric_parts import FairXRegrets
+
+    merit = bayesfair.merit.exponential(MERIT_C)
+    env = bayesfair.gaussian_arms(bernoulli_means(k, seed), sigma=GAUSS_SIGMA)
+    post = {"normal": lambda: bayesfair.normal_known_variance(**NORMAL_PRIOR),
+            "nig": lambda: bayesfair.normal_inverse_gamma(**NIG_PRIOR)}[posterior]()
+    metrics = (FairXRegrets(merit, only=["fairness_regret", "reward_regret"]),)
+    return env, bayesfair.fairx_ts(post, merit), merit, metrics
+
+
+def bayesfair_fairx_gaussian(runs, horizon, seed, chunk_size, k, posterior):
+    """FairX-TS on Gaussian arms with the ``"normal"`` or ``"nig"`` posterior (as
+    :func:`numpy_fairx_gaussian`), FairX regrets at T/2 and T only; ``[R]`` final fairness regret."""
+    import bayesfair
+
+    env, pol, merit, metrics = _fairx_gaussian_study(k, posterior, seed)
     ds = bayesfair.simulate(seed, env, {"p": pol}, horizon, runs, merit=merit, metrics=list(metrics),
                             checkpoints=sorted({max(horizon // 2, 1), horizon}), chunk_size=min(chunk_size, horizon))
     return ds["fairness_regret"].sel(policy="p").values[:, -1]
@@ -301,6 +384,10 @@ FAMILIES = {
     "fairx_ts_k10": Family("FairX-TS K=10", "numpy_fairx", "bayesfair_fairx", (("k", 10), ("policy", "fairx_ts"))),
     "fairx_ts_k60": Family("FairX-TS K=60", "numpy_fairx", "bayesfair_fairx", (("k", 60), ("policy", "fairx_ts"))),
     "ts_k10": Family("TS K=10", "numpy_fairx", "bayesfair_fairx", (("k", 10), ("policy", "ts"))),
+    "fairx_ts_normal_k10": Family("FairX-TS Normal K=10", "numpy_fairx_gaussian", "bayesfair_fairx_gaussian",
+                                  (("k", 10), ("posterior", "normal"))),
+    "fairx_ts_nig_k10": Family("FairX-TS NIG K=10", "numpy_fairx_gaussian", "bayesfair_fairx_gaussian",
+                               (("k", 10), ("posterior", "nig"))),
     "fairx_ucb_k10": Family("FairX-UCB K=10", "numpy_fairx", "bayesfair_fairx", (("k", 10), ("policy", "fairx_ucb")),
                             horizons=(10_000, 50_000)),
     "bf_ucb_k15": Family("BF-UCB K=15", "numpy_bilevel", "bayesfair_bilevel", (("policy", "BF-UCB"),),
