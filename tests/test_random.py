@@ -313,3 +313,22 @@ def test_flat_normal_and_uniform_are_jax_randoms_draws(shape):
         hi = lo + jnp.arange(1, shape[-1] + 1)
         np.testing.assert_array_max_ulp(np.asarray(_random.uniform(keys[0], shape, jnp.float32, lo, hi)),
                                         np.asarray(jax.random.uniform(keys[0], shape, jnp.float32, lo, hi)), maxulp=2)
+
+
+def test_flat_normal_batching_rule_keeps_jax_randoms_numbers():
+    """Under vmap, _random.normal's batching rule turns all runs' bits into normals as one flat
+    array (behind an optimization barrier: the simulator's speed, benchmarks README, stop 38).
+    Nested vmaps, jit, a key shared by all runs (unbatched) and a batched call inside a larger
+    jitted computation must all give jax.random.normal's numbers, each run those of its own key."""
+    keys = jax.random.split(jax.random.key(5), 6)
+    want = jax.vmap(lambda k: jax.random.normal(k, (10,)))(keys)
+    nested = jax.jit(jax.vmap(jax.vmap(lambda k: _random.normal(k, (10,)))))(keys.reshape(2, 3))
+    np.testing.assert_array_max_ulp(np.asarray(nested).reshape(6, 10), np.asarray(want), maxulp=2)
+    shared = jax.vmap(lambda x, k=keys[2]: x + _random.normal(k, (10,)))(jnp.zeros(4))
+    for row in np.asarray(shared):
+        np.testing.assert_array_max_ulp(row, np.asarray(want[2]), maxulp=2)
+    mu = jnp.linspace(0.0, 1.0, 10)
+    probs = jax.jit(jax.vmap(lambda k: jax.nn.softmax(4.0 * (mu + 0.3 * _random.normal(k, (10,))))))(keys)
+    ref = jax.nn.softmax(4.0 * (mu + 0.3 * want), axis=-1)
+    np.testing.assert_allclose(np.asarray(probs), np.asarray(ref), rtol=1e-5)
+    assert float(jnp.std(want)) > 0.5  # not a constant stream
