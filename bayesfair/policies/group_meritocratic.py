@@ -219,7 +219,7 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool,
         k_gamma, k_rank, k_arm = jax.random.split(key, 3)
         # line 5: mu~ = V^-1 X'r + rho gamma / sqrt(d t~) (or / sqrt(t~), the paper's text), and 0 when t~ = 0
         scale = rho / jnp.sqrt((d if rho_scale == "sqrt_dt" else 1) * jnp.maximum(tt, 1).astype(jnp.float32))
-        mu = state.theta + scale * jax.random.normal(k_gamma, (d,), jnp.float32)
+        mu = state.theta + scale * _random.normal(k_gamma, (d,), jnp.float32)  # jax.random.normal's numbers
         mu = jnp.where(tt > 0, mu, 0.0)
         now = x @ mu  # [K] estimated rewards <mu~, X_t,a>
         now_tiled = jnp.tile(now, blk)  # [B K], candidate-major within a round like the buffer
