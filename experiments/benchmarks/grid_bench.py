@@ -87,6 +87,30 @@ def fair_reward_gradient(mu):
     return p * (1.0 + MERIT_C * (mu - (p * mu).sum(axis=-1, keepdims=True)))
 
 
+class _FairXRecord:
+    """The NumPy references' FairX regrets: sum_t |pi* - pi_t|_1 and sum_t (pi* - pi_t) . mu per run,
+    recorded at T/2 and T (pi* = softmax(4 mu) of the fixed means)."""
+
+    def __init__(self, runs, horizon, means):
+        self.means = means
+        self.pi_star = _softmax(MERIT_C * means)
+        self.star_reward = self.pi_star @ means
+        self.fr, self.rr = np.zeros(runs), np.zeros(runs)
+        self.out_fr, self.out_rr = np.zeros((runs, 2)), np.zeros((runs, 2))
+        self.half, self.horizon = max(horizon // 2, 1), horizon
+
+    def add(self, t, pi):
+        self.fr += np.abs(self.pi_star - pi).sum(axis=1)
+        self.rr += self.star_reward - pi @ self.means
+        if t == self.half:
+            self.out_fr[:, 0], self.out_rr[:, 0] = self.fr, self.rr
+        if t == self.horizon:
+            self.out_fr[:, 1], self.out_rr[:, 1] = self.fr, self.rr
+
+    def result(self):
+        return {"fairness_regret": self.out_fr, "reward_regret": self.out_rr}
+
+
 def numpy_fairx(runs, horizon, seed, k, policy):
     """FairX-TS, plain TS or FairX-UCB on Bernoulli arms, merit exp(4 mu), in NumPy.
 
@@ -109,12 +133,8 @@ def numpy_fairx(runs, horizon, seed, k, policy):
     means = bernoulli_means(k, seed)
     rng = np.random.default_rng(seed + 1)
     rows = np.arange(runs)
-    pi_star = _softmax(MERIT_C * means)
-    star_reward = pi_star @ means
+    record = _FairXRecord(runs, horizon, means)
     alpha, beta = np.ones((runs, k)), np.ones((runs, k))  # TS: Beta posteriors; UCB: 1 + successes, 1 + failures
-    fr, rr = np.zeros(runs), np.zeros(runs)
-    out_fr, out_rr = np.zeros((runs, 2)), np.zeros((runs, 2))
-    half = max(horizon // 2, 1)
     for t in range(1, horizon + 1):
         if policy == "fairx_ts":
             pi = _softmax(MERIT_C * rng.beta(alpha, beta))
@@ -138,13 +158,8 @@ def numpy_fairx(runs, horizon, seed, k, policy):
         reward = rng.random(runs) < means[arm]
         alpha[rows, arm] += reward
         beta[rows, arm] += ~reward
-        fr += np.abs(pi_star - pi).sum(axis=1)
-        rr += star_reward - pi @ means
-        if t == half:
-            out_fr[:, 0], out_rr[:, 0] = fr, rr
-        if t == horizon:
-            out_fr[:, 1], out_rr[:, 1] = fr, rr
-    return {"fairness_regret": out_fr, "reward_regret": out_rr}
+        record.add(t, pi)
+    return record.result()
 
 
 GAUSS_SIGMA = 0.5  # Gaussian arms N(mu_a, GAUSS_SIGMA^2), mu_a from bernoulli_means
@@ -165,8 +180,7 @@ def numpy_fairx_gaussian(runs, horizon, seed, k, posterior):
     means = bernoulli_means(k, seed)
     rng = np.random.default_rng(seed + 1)
     rows = np.arange(runs)
-    pi_star = _softmax(MERIT_C * means)
-    star_reward = pi_star @ means
+    record = _FairXRecord(runs, horizon, means)
     if posterior == "normal":
         noise_var = NORMAL_PRIOR["noise_var"]
         precision = np.full((runs, k), 1.0 / NORMAL_PRIOR["prior_var"])
@@ -175,9 +189,6 @@ def numpy_fairx_gaussian(runs, horizon, seed, k, posterior):
         m, kappa, a, b = (np.full((runs, k), NIG_PRIOR[name]) for name in ("m0", "kappa0", "a0", "b0"))
     else:
         raise ValueError(f"posterior must be 'normal' or 'nig', got {posterior!r}")
-    fr, rr = np.zeros(runs), np.zeros(runs)
-    out_fr, out_rr = np.zeros((runs, 2)), np.zeros((runs, 2))
-    half = max(horizon // 2, 1)
     for t in range(1, horizon + 1):
         z = rng.standard_normal((runs, k))
         if posterior == "normal":
@@ -197,13 +208,8 @@ def numpy_fairx_gaussian(runs, horizon, seed, k, posterior):
             m[rows, arm] = (k_old * m_old + reward) / k_new
             kappa[rows, arm] = k_new
             a[rows, arm] += 0.5
-        fr += np.abs(pi_star - pi).sum(axis=1)
-        rr += star_reward - pi @ means
-        if t == half:
-            out_fr[:, 0], out_rr[:, 0] = fr, rr
-        if t == horizon:
-            out_fr[:, 1], out_rr[:, 1] = fr, rr
-    return {"fairness_regret": out_fr, "reward_regret": out_rr}
+        record.add(t, pi)
+    return record.result()
 
 
 # ---------------------------------------------------------------------------------------------
