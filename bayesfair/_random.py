@@ -53,10 +53,11 @@ __all__ = ["gamma", "beta", "categorical", "random_argmax", "argmax_set", "norma
 # (tests/test_random.py checks both). Same seed, same numbers, as before.
 
 
-def normal(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+def normal(key: jax.Array, shape: Sequence[int], dtype: Any = float) -> jax.Array:
     """``jax.random.normal(key, shape, dtype)``: the same random bits (drawn flat and reshaped, see
     above) and the same arithmetic, so the same numbers up to XLA's rounding of the float
-    transform (an ulp on a few draws, tests/test_random.py).
+    transform (an ulp on a few draws, tests/test_random.py). The default dtype is
+    ``jax.random.normal``'s too: float32, float64 with ``jax_enable_x64``.
 
     Under ``vmap`` (the simulator's runs) a batching rule turns all runs' bits into normals as one
     flat array and passes the result through an optimization barrier. Without both, XLA's CPU code

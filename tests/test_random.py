@@ -332,3 +332,8 @@ def test_flat_normal_batching_rule_keeps_jax_randoms_numbers():
     ref = jax.nn.softmax(4.0 * (mu + 0.3 * want), axis=-1)
     np.testing.assert_allclose(np.asarray(probs), np.asarray(ref), rtol=1e-5)
     assert float(jnp.std(want)) > 0.5  # not a constant stream
+    with jax.enable_x64(True):  # the default dtype is jax.random.normal's: float64 under x64
+        got = jax.vmap(lambda k: _random.normal(k, (4,)))(keys)
+        assert got.dtype == jnp.float64
+        ref = jax.vmap(lambda k: jax.random.normal(k, (4,)))(keys)
+        np.testing.assert_array_max_ulp(np.asarray(got), np.asarray(ref), maxulp=2)
