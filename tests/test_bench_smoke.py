@@ -304,6 +304,9 @@ def test_cache_write_bench_end_to_end(tmp_path, capsys):
     # every program of the fit and the study misses the filler entries and is written, either way
     assert row["entries"] == 20 and row["no_bound_written"] > 10 and row["jax_bound_written"] > 10
     assert row["no_bound_fit"] > 0 and row["jax_bound_fit"] > 0
-    assert "a new process's first fit" in capsys.readouterr().out
+    reps = [rep for side in row["processes"].values() for rep in side]
+    assert len(reps) == 2 and all(isinstance(rep["converged"], bool) and rep["max_rhat"] > 0.9 for rep in reps)
+    printed = capsys.readouterr().out
+    assert "a new process's first fit" in printed and "the timed fits:" in printed
     with pytest.raises(SystemExit):
         bench.main(["--repeats", "0"])
