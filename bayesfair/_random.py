@@ -64,7 +64,7 @@ def normal(key: jax.Array, shape: Sequence[int], dtype: Any = float) -> jax.Arra
     fused the transform (a logarithm and two polynomials: ``erf_inv``) into the ``[runs, K]``
     consumers of the draw, at ~10x its stand-alone cost per number: FairX-TS with a Normal
     posterior, K = 10, R = 500, T = 2e4, steady, 1.29 s, of which ~0.8 s was the transform, against
-    0.58 s with both (either alone: no gain; benchmarks README, stop 38).
+    0.58 s with both (either alone: 1.27-1.33 s; benchmarks README, stop 38).
     """
     shape = tuple(int(n) for n in shape)
     dtype = jax.dtypes.canonicalize_dtype(dtype)
