@@ -75,10 +75,10 @@ def _bits_to_normal(bits: jax.Array, dtype: Any) -> jax.Array:
     """``jax.random.normal``'s transform of uniform random ``bits`` (its ``uniform`` on
     [nextafter(-1, 0), 1), then sqrt(2) erf^-1), element-wise, behind an optimization barrier."""
     dtype = np.dtype(dtype)
-    finfo = np.finfo(dtype)
-    uint = bits.dtype.type
-    float_bits = (bits >> uint(finfo.bits - finfo.nmant)) | np.array(1.0, dtype).view(uint)
-    floats = lax.bitcast_convert_type(float_bits, dtype) - dtype.type(1.0)
+    if bits.dtype == np.uint32:
+        floats = _unit_float((bits,), dtype)
+    else:  # float64: one uint64 word, as _unit_float's two words high first
+        floats = _unit_float(((bits >> np.uint64(32)).astype(jnp.uint32), bits.astype(jnp.uint32)), dtype)
     lo = np.nextafter(dtype.type(-1.0), dtype.type(0.0))
     u = lax.max(lo, floats * (dtype.type(1.0) - lo) + lo)
     return lax.optimization_barrier(dtype.type(np.sqrt(2)) * lax.erf_inv(u))

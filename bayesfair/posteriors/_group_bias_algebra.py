@@ -300,7 +300,7 @@ def _collapsed_sample(key: jax.Array, state: CollapsedState) -> tuple[GroupBiasD
     chol_p = jnp.linalg.cholesky(prec)
     white = _lower_solve(chol_p, eta)
     phi_mean = _upper_solve(chol_p, white)
-    phi = phi_mean + _upper_solve(chol_p, jax.random.normal(k_phi, eta.shape, eta.dtype))
+    phi = phi_mean + _upper_solve(chol_p, _random.normal(k_phi, eta.shape, eta.dtype))
     beta_bar, psi, psi_arm, mu = _mu_of(phi, state)
     noise = jax.vmap(_upper_solve)(state.chol_q, _random.normal(k_beta, state.r.shape, state.r.dtype))
     coef = _q_solve(state.chol_q, mu) + state.tau**2 * state.h + state.tau * noise  # c_i = beta_i + psi_g(i)
@@ -377,7 +377,7 @@ def state_sample_with_psi_mean(key: jax.Array, state: Any) -> tuple[GroupBiasDra
         return _collapsed_sample(key, state)
     white = _lower_solve(state.chol, state.eta)
     mean = _upper_solve(state.chol, white)
-    theta = mean + _upper_solve(state.chol, jax.random.normal(key, state.eta.shape, state.eta.dtype))
+    theta = mean + _upper_solve(state.chol, _random.normal(key, state.eta.shape, state.eta.dtype))
     return state_unpack(state, theta), state_unpack(state, mean).psi
 
 
