@@ -35,7 +35,7 @@ Usage: ``python experiments/benchmarks/fairx_lints_bench.py [--horizon T] [--qui
 See experiments/benchmarks/README.md.
 """
 
-import bayesfair  # one CPU device per core; must come before the first JAX operation
+import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
 
 # isort: split
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
