@@ -10,6 +10,9 @@ import numpy as np
 __all__ = [
     "MAX_HORIZON",
     "MAX_RUNS",
+    "MAX_SEED",
+    "seed_int",
+    "as_key",
     "positive_int",
     "finite_float",
     "positive_float",
@@ -23,6 +26,31 @@ MAX_HORIZON = 2**31 - 1 - 2**20  # rounds are int32 inside the simulator's scan 
 #: Runs are simulated together (vmapped, their states and metrics in memory at once): a bound well
 #: above any regret study (the papers use 20-2,000 runs) that keeps per-run arrays addressable.
 MAX_RUNS = 10_000_000
+#: An integer seed becomes ``jax.random.key(seed)``, which keeps only its low 32 bits when JAX runs
+#: in 32-bit mode (the default): seeds 0 and 2**32 gave the same numbers. Larger seeds are refused.
+MAX_SEED = 2**32 - 1
+
+
+def seed_int(name: str, value: Any) -> int:
+    """``value`` as an int seed in [0, 2**32 - 1], or a TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer seed, got {value!r}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name} must be a non-negative integer below 2**32 (a JAX key keeps 32 bits of an integer "
+                         f"seed, so a larger one would repeat a smaller one's numbers), got {value}")
+    return int(value)
+
+
+def as_key(key: Any, name: str = "seed") -> Any:
+    """A JAX key from a JAX key or an integer seed (:func:`seed_int`): integers only at the edges."""
+    import jax
+    import jax.numpy as jnp
+
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.key(seed_int(name, key))
+    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    raise TypeError(f"key must be a jax.random.key(...) or a non-negative int seed, got {key!r}")
 
 
 def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:

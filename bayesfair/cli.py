@@ -316,6 +316,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.dask or args.scheduler:
         raise UsageError("--dask/--scheduler run the points of a [sweep] config; this config has no [sweep]")
     if args.dry_run:
+        if obj.config["log"]["enabled"]:
+            obj.make_log()  # the log's size and format are checked as the run would check them
         print(_describe_study(obj))
         return EXIT_OK
     if not quiet:
@@ -359,9 +361,16 @@ def _load_results(path: Path) -> tuple[Path, Any]:
         raise UsageError(f"cannot read {path} as bayesfair results: {exc}") from None
 
 
+def _figure_folder(args: argparse.Namespace, path: Path) -> Path:
+    """``--out`` (or the results' folder), checked writable before anything is drawn."""
+    from bayesfair.outputs import check_writable
+
+    return check_writable(args.out or path.parent)
+
+
 def run_plot(args: argparse.Namespace) -> int:
     path, ds = _load_results(args.results)
-    folder = args.out or path.parent
+    folder = _figure_folder(args, path)
     for fig in write_figures(ds, folder, path.stem, logx=args.logx):
         print(f"wrote {fig}")
     return EXIT_OK
@@ -369,7 +378,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     path, ds = _load_results(args.results)
-    folder = args.out or path.parent
+    folder = _figure_folder(args, path)
     figures = write_figures(ds, folder, path.stem)
     md, page = write_report(ds, folder, path.stem, figures)
     print(f"wrote {md} and {page}")

@@ -12,6 +12,9 @@ Every environment states the kind of reward it returns (``Spec.rewards``): ``"bi
   confidence bounds.
 - nothing: any real reward (Gaussian and NIG posteriors, the linear and biased-feedback policies).
 
+A policy whose state holds a fixed number of rounds also states ``"max_horizon"`` (Fair-Greedy's
+history buffer): a study longer than that is refused instead of running on an incomplete history.
+
 :func:`check_policy_fits` raises :class:`IncompatibleError` naming the policy, the environment
 and what would fit; :func:`bayesfair.simulate` and config loading call it for every policy.
 :func:`check_merit_domain` checks that a multi-armed environment's means lie in the merit's
@@ -72,14 +75,22 @@ def _env_range(spec: Any, kind: str) -> tuple[float, float] | None:
     return None
 
 
-def check_policy_fits(policy: Any, env: Any, label: str | None = None) -> None:
-    """Raise :class:`IncompatibleError` if ``policy`` assumes rewards ``env`` does not return."""
+def check_policy_fits(policy: Any, env: Any, label: str | None = None, horizon: int | None = None) -> None:
+    """Raise :class:`IncompatibleError` if ``policy`` assumes rewards ``env`` does not return, or
+    (given the study's ``horizon``) if the policy holds fewer rounds than the study plays."""
     req = dict(getattr(policy, "requires", None) or {})
+    who = f"policy {label!r} ({policy.name})" if label and label != policy.name else f"policy {policy.name}"
+    cap = req.get("max_horizon")
+    if cap is not None and horizon is not None and int(horizon) > int(cap):
+        because = req.get("because_horizon", "its state holds that many")
+        raise IncompatibleError(
+            f"{who} was built for at most {int(cap):,} rounds ({because}), but the study plays {int(horizon):,}: "
+            f"build it with horizon = {int(horizon):,} (in a config, leave the policy's horizon out to inherit the "
+            "study's)")
     need = req.get("rewards")
     if need is None:
         return
     kind = reward_kind(env.spec)
-    who = f"policy {label!r} ({policy.name})" if label and label != policy.name else f"policy {policy.name}"
     has = f"environment {env.name} returns {_DESCRIBE[kind]}"
     why = req.get("because", "")
     if need == "binary" and kind != "binary":

@@ -124,9 +124,17 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
         both have ``.run(progress=...)`` and ``.execute(...)``.
     """
     raw = _read_toml(path)
+    set_keys = []
     for text in overrides:
         key, value = parse_override(text)
         set_path(raw, key, value, where=f"--set {key}")
+        set_keys.append(key)
     if "sweep" in raw:
+        swept = raw["sweep"] if isinstance(raw["sweep"], dict) else {}
+        for key in set_keys:  # each point sets its swept value: an override of one would be dropped silently
+            hit = [k for k in swept if key == k or key.startswith(k + ".") or k.startswith(key + ".")]
+            if hit and not key.startswith("sweep"):
+                raise ConfigError(f"--set {key}", f"{hit[0]!r} is swept ([sweep] sets it at every point, so the "
+                                  "override would be dropped); change its values in the config's [sweep] table")
         return Sweep.from_raw(raw, path)
     return parse_config(raw, path)

@@ -73,7 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair._compile import caches_small_programs
-from bayesfair._validate import positive_int
+from bayesfair._validate import as_key, positive_int
 from bayesfair.diagnostics_checks import (
     _draw_many,
     _vmapped,
@@ -114,13 +114,7 @@ __all__ = [
 
 
 def _key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if key < 0:
-            raise ValueError(f"key must be a non-negative int seed or a jax key, got {key}")
-        return jax.random.key(int(key))
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    raise TypeError(f"key must be a jax.random.key(...) or a non-negative int seed, got {key!r}")
+    return as_key(key, "key")
 
 
 # --------------------------------------------------------------------------- adapters

@@ -204,6 +204,10 @@ def _generic_tree(fit: Any, stats: dict[str, np.ndarray], prior_draws: int, seed
     import xarray as xr
     from numpyro.infer import Predictive
 
+    from bayesfair.fitting import bind_numpyro_submodules
+
+    bind_numpyro_submodules()  # arviz_base.from_numpyro reads numpyro.infer.initialization (see there)
+
     with jax.enable_x64(bool(fit.config.get("x64", True))):
         prior = Predictive(fit.model, num_samples=prior_draws)(jax.random.key(seed + 1), *fit.model_args,
                                                                **fit.model_kwargs)

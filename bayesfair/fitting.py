@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, positive_float, positive_int
+from bayesfair._validate import finite_array, positive_float, positive_int, seed_int
 from bayesfair.posteriors.group_bias import (
     DEFAULT_PRIORS,
     GroupBiasPriors,
@@ -95,6 +95,10 @@ def group_bias_data(arms: Any, X: Any, y: Any, group_of_arm: Any, *, reference: 
         out = tuple(str(v) for v in value)
         if len(out) != size:
             raise ValueError(f"{field} must have {size} entries, got {len(out)}")
+        if len(set(out)) != size:
+            twice = sorted({v for v in out if out.count(v) > 1})
+            raise ValueError(f"{field} must be distinct (they label the results' coordinates), got {twice} more than "
+                             "once")
         return out
 
     return GroupBiasData(a.astype(np.int32), X, y, labels, ref, names("arm_names", arm_names, n),
@@ -154,6 +158,7 @@ def check_convergence(samples: dict[str, Any], *, diverging: Any, step_size: Any
 
     worst_rhat, worst_bulk, worst_tail = -np.inf, np.inf, np.inf
     failing: list[str] = []
+    nonfinite: list[str] = []
     stuck = None
     for name, value in samples.items():
         arr = np.asarray(value, np.float64)
@@ -161,6 +166,10 @@ def check_convergence(samples: dict[str, Any], *, diverging: Any, step_size: Any
             raise ValueError(f"samples[{name!r}] must be [chains, draws, ...], got shape {arr.shape}")
         c, n = arr.shape[:2]
         flat = arr.reshape(c, n, -1)
+        if not np.all(np.isfinite(flat)):  # NaN / inf draws: not converged (and not "constant", below)
+            failing.append(name)
+            nonfinite.append(name)
+            continue
         repeat = np.all(flat[:, 1:] == flat[:, :-1], axis=-1).mean(axis=1) if n > 1 else np.zeros(c)
         stuck = repeat if stuck is None else np.minimum(stuck, repeat)
         flat = flat[..., np.ptp(flat.reshape(c * n, -1), axis=0) > 0]
@@ -192,10 +201,12 @@ def check_convergence(samples: dict[str, Any], *, diverging: Any, step_size: Any
     frozen = _frozen(np.where(np.isnan(steps), 1.0, steps), np.where(np.isnan(acc), 1.0, acc), stuck)
     n_div = int(div.sum())
     converged = (bool(np.isfinite(worst_rhat)) and worst_rhat < rhat_max and worst_bulk >= ess_min
-                 and worst_tail >= ess_min and n_div == 0 and not frozen)
+                 and worst_tail >= ess_min and n_div == 0 and not frozen and not nonfinite)
     parts = [f"max R-hat {worst_rhat:.3f} (< {rhat_max})", f"min bulk ESS {worst_bulk:.0f}",
              f"min tail ESS {worst_tail:.0f} (>= {ess_min})", f"{n_div} divergences (0)",
              f"frozen chains {frozen} (none)"]
+    if nonfinite:
+        parts.insert(0, f"non-finite (NaN or inf) draws in {', '.join(nonfinite)}")
     verdict = "converged" if converged else "NOT converged"
     message = f"{verdict}: " + "; ".join(parts)
     if not converged and failing:
@@ -409,6 +420,25 @@ _EXTRA = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_s
 _MCMC_CACHE: dict[Any, Any] = {}
 
 
+def bind_numpyro_submodules() -> None:
+    """Bind every imported ``numpyro.*`` submodule as an attribute of its parent package.
+
+    ArviZ imports numpyro lazily (``lazy_loader``, i.e. ``importlib.util.LazyLoader``). In a process
+    that imported arviz before numpyro, the submodules numpyro's own ``__init__`` imports while the
+    lazy package loads were not bound on it, and ``arviz_base.from_numpyro(fit.mcmc)`` (and
+    ``fit.tree()`` of a generic model) failed with "module 'numpyro.infer' has no attribute
+    'initialization'". Binding them is what an eager import would have done."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("numpyro.") or module is None:
+            continue
+        parent, _, child = name.rpartition(".")
+        package = sys.modules.get(parent)
+        if package is not None and not hasattr(package, child):
+            setattr(package, child, module)
+
+
 def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples: int, num_chains: int, seed: int,
          target_accept: float, dense_mass: Any, progress_bar: bool, x64: bool, init_strategy: Any = None,
          cache_key: Any = None, gibbs_sites: tuple[str, ...] = ()):
@@ -423,6 +453,8 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
     from numpyro.infer.initialization import init_to_median
 
     from bayesfair._compile import cache_small_programs, enable_persistent_cache
+
+    bind_numpyro_submodules()
 
     # Before anything compiles. Besides saving a new process the compilation, the cache stops
     # numpyro's sequential chains from compiling the same sampling loop once per chain (it builds
@@ -601,7 +633,7 @@ def fit(
     num_chains = positive_int("num_chains", num_chains)
     if not 0.0 < float(target_accept) < 1.0:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
-    run_kw = dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, seed=int(seed),
+    run_kw = dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, seed=seed_int("seed", seed),
                   target_accept=float(target_accept), dense_mass=dense_mass, progress_bar=progress_bar, x64=bool(x64))
     if not isinstance(target, GroupBiasData):
         if not callable(target):
@@ -613,9 +645,13 @@ def fit(
         conv = _verdict(samples, stats, advice, warn)
         return Fit(mcmc, samples, stats, conv, seconds, config, None, target, a, k)
 
-    data = target
     if args or model_kwargs:
         raise TypeError(f"fit(GroupBiasData, ...) takes no extra model arguments, got {args} {sorted(model_kwargs)}")
+    # checked again: GroupBiasData is a public NamedTuple, so it may be built (or _replace'd) without
+    # group_bias_data's checks, and an arm index out of range would be dropped by the sums silently
+    data = group_bias_data(target.arms, target.X, target.y, target.group_of_arm, reference=target.reference,
+                           arm_names=target.arm_names, group_names=target.group_names,
+                           feature_names=target.feature_names)
     check_likelihood(likelihood, data.y, n_trials)
     if not isinstance(priors, GroupBiasPriors):
         raise TypeError(f"priors must be a GroupBiasPriors, got {type(priors).__name__}")
@@ -624,6 +660,12 @@ def fit(
             positive_float(name, v)
     for name in ("tau", "s", "sigma", "prior_sd"):
         positive_float(f"priors.{name}", getattr(priors, name))
+    d = data.X.shape[1]
+    prior_mean = np.asarray(priors.prior_mean, np.float64)
+    if prior_mean.ndim > 1 or (prior_mean.ndim == 1 and prior_mean.size != d):
+        raise ValueError(f"priors.prior_mean must be a number or have one entry per feature (d = {d}), got shape "
+                         f"{prior_mean.shape}")
+    finite_array("priors.prior_mean", prior_mean.reshape(-1))
     if sufficient is None:
         sufficient = likelihood == "gaussian"
     if sufficient and likelihood != "gaussian":
@@ -715,8 +757,9 @@ def fit_nuts(
     noncentered_psi: bool = False,
 ) -> NutsFit:
     """Deprecated: use :func:`fit`. The old settings (2 chains, beta non-centred, psi as given)
-    through :func:`fit`, returned as a :class:`NutsFit`; float64 now, convergence warnings as
-    :func:`fit`."""
+    through :func:`fit`, returned as a :class:`NutsFit` whose ``config["convergence"]`` holds
+    :func:`fit`'s verdict; float64 now, convergence warnings as :func:`fit` (with one chain R-hat
+    cannot be computed: always a warning)."""
     warnings.warn("fit_nuts is deprecated; use bayesfair.fitting.fit (4 chains, float64, convergence verdict)",
                   DeprecationWarning, stacklevel=2)
     if not isinstance(data, GroupBiasData):
@@ -729,5 +772,5 @@ def fit_nuts(
               num_samples=num_samples, num_chains=num_chains, seed=seed, target_accept=target_accept,
               progress_bar=progress_bar, parametrization={"beta": "noncentered",
                                                           "psi": "noncentered" if noncentered_psi else "centered"},
-              warn=num_chains > 1)
-    return NutsFit(res.samples, res.diverging, res.seconds, res.config)
+              warn=True)
+    return NutsFit(res.samples, res.diverging, res.seconds, {**res.config, "convergence": res.convergence.as_dict()})

@@ -494,14 +494,21 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
 def tidy(ds):
     """One row per policy x run x checkpoint with the scalar metrics: a pandas DataFrame.
 
-    Columns: ``policy, run, checkpoint`` and every scalar metric recorded (the FairX regrets only
-    when the simulation had a merit); drops straight into seaborn.
+    Columns: ``policy, run, checkpoint`` and every scalar metric recorded, i.e. every numeric
+    variable of dims ``(policy, run, checkpoint)`` (the FairX regrets only when the simulation had
+    a merit; ``bf_regret`` and its parts with floors; ``fair_regret`` for Fair-Greedy studies);
+    drops straight into seaborn.
     """
     return ds[_scalars(ds)].to_dataframe().reset_index()
 
 
 def _scalars(ds) -> list[str]:
-    return [m for m in SCALAR_METRICS if m in ds.data_vars]
+    """The recorded scalar metrics: every numeric variable of dims ``(policy, run, checkpoint)``,
+    the FairX and conventional ones (:data:`SCALAR_METRICS`) first, then the others in the
+    Dataset's order (e.g. ``bf_regret`` with floors, ``fair_regret`` of Fair-Greedy studies)."""
+    per_checkpoint = [str(v) for v, da in ds.data_vars.items()
+                      if da.dims == ("policy", "run", "checkpoint") and np.issubdtype(da.dtype, np.number)]
+    return [m for m in SCALAR_METRICS if m in per_checkpoint] + [m for m in per_checkpoint if m not in SCALAR_METRICS]
 
 
 def summary_table(ds, checkpoint: int = -1):

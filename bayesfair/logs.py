@@ -139,6 +139,10 @@ class RoundLog:
             action = d["action"][:, :t]
             reward = d["reward"][:, :t].astype(np.float64)
             true = d.get(f"extra_{self.true_reward}")
+            if true is None and self.true_reward != "true":  # a named entry the environment never reported
+                reported = sorted(k[len("extra_"):] for k in d if k.startswith("extra_")) or "none"
+                raise ValueError(f"true_reward = {self.true_reward!r}: the environment reported no such entry (it "
+                                 f"reported {reported})")
             selected = action[:, :, None] == np.arange(k)  # [R, t, K]
             cols: dict[str, Any] = {
                 "policy": np.full(r * t * k, name, dtype=object),

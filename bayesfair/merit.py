@@ -143,6 +143,8 @@ def custom(
     """
     if not callable(fn):
         raise TypeError(f"merit fn must be callable, got {fn!r}")
+    if isinstance(n_check, bool) or not isinstance(n_check, (int, np.integer)) or n_check < 2:
+        raise ValueError(f"n_check must be an integer >= 2 (grid points over the domain), got {n_check!r}")
     lo, hi = _domain(domain)
     grid = jnp.linspace(lo, hi, n_check, dtype=jnp.float32)
     try:

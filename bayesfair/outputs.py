@@ -11,10 +11,11 @@ Before a study (or sweep) plays its first round, :func:`preflight` checks its ou
 - a resume file (saved progress) is continued only with ``resume=True`` and discarded only with
   ``restart=True`` (CLI ``--restart``); otherwise the study is refused, saying which round it
   reached;
-- reports and figures named after the study (``<name>.report.md``/``.html``/``.csv``,
-  ``<name>.*.png``) describe the results file next to them: when a new results file replaces
-  another study's, they are removed (and listed); stale ones with no results file beside them
-  are refused unless ``overwrite=True``.
+- reports, figures and the per-round log named after the study (``<name>.report.md``/``.html``/
+  ``.csv``, ``<name>.regret.png`` and the other figures of :data:`FIGURE_KINDS`,
+  ``<name>.log.csv``/``.parquet``) describe the results file next to them: when a new results
+  file replaces another study's, they are removed (and listed); stale ones with no results file
+  beside them are refused unless ``overwrite=True``.
 
 Every refusal is an :class:`OutputError` (the CLI's exit code 2).
 """
@@ -97,17 +98,20 @@ def _short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: The figures :func:`bayesfair.report.write_figures` writes, ``<stem>.<kind>.png``.
+FIGURE_KINDS = ("regret", "exposure", "groups", "sweep")
+
+
 def derived_files(folder: Path, stem: str) -> list[Path]:
-    """Reports and figures written for the results ``<folder>/<stem>.nc`` (by plot/report)."""
+    """Files written for the results ``<folder>/<stem>.nc`` besides them: the reports and figures
+    (by plot/report) and the per-round log. Exactly these names: a study named ``a`` does not own
+    the figures of a study named ``a.b``."""
     if not folder.is_dir():
         return []
     found = [folder / f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
-    found += sorted(folder.glob(f"{_glob_escape(stem)}.*.png"))
+    found += [folder / f"{stem}.{kind}.png" for kind in FIGURE_KINDS]
+    found += [folder / f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
     return [p for p in found if p.is_file()]
-
-
-def _glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
 
 
 def stored_study(path: Path) -> tuple[str | None, dict[str, Any] | None]:
@@ -137,7 +141,7 @@ class Preflight:
             except FileNotFoundError:
                 pass
         if removed and say is not None:
-            say("removed the report/figures of the replaced results: " + ", ".join(p.name for p in removed))
+            say("removed the report, figures and log of the replaced results: " + ", ".join(p.name for p in removed))
         return removed
 
 
@@ -198,7 +202,7 @@ def preflight(*, results: Path, resume_file: Path | None, fingerprint: str, conf
                               "them: replace them with --overwrite (overwrite=True), or write elsewhere with --out")
         return Preflight(stale=derived, notes=[f"replacing {results} ({what})"])
     if derived and not overwrite:
-        raise OutputError(f"{folder} holds a report/figures of an earlier study named {stem!r} "
+        raise OutputError(f"{folder} holds a report, figures or per-round log of an earlier study named {stem!r} "
                           f"({', '.join(p.name for p in derived)}) but no results file; they would describe the "
                           "wrong study: remove them, use --overwrite (overwrite=True), or write elsewhere with --out")
     return Preflight(stale=derived)

@@ -140,18 +140,26 @@ def _scaled(ax, curves: list[np.ndarray], scale: str, label: str) -> str:
     return label
 
 
+def _band_label(band: tuple[float, float]) -> str:
+    """``"10-90%"``, ``"2.5-97.5%"``: the band's quantiles in percent, not truncated."""
+    return f"{100 * band[0]:.4g}-{100 * band[1]:.4g}%"
+
+
 def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[float, float] = (0.1, 0.9),
                 logx: bool = False, scale: str = "auto"):
     """Cumulative regret over rounds: mean over runs with a quantile band, one panel per metric.
 
     ``metrics`` defaults to the fairness and reward regrets, plus the bi-level regret ``bf_regret``
-    when the results have it. ``scale="auto"`` draws a panel on a symmetric-log y axis when the
+    when the results have it (the conventional ``regret`` when a study without a merit has no
+    FairX regret). ``scale="auto"`` draws a panel on a symmetric-log y axis when the
     policies' curves differ by more than a factor 30 in magnitude (so one policy at -9,000 does
     not flatten the others to a line at 0); ``"linear"``/``"symlog"`` force one. The legend sits
     in a corner free of data, else outside the axes.
     """
     if metrics is None:
         metrics = ("fairness_regret", "reward_regret", *(("bf_regret",) if "bf_regret" in ds else ()))
+        if "fairness_regret" not in ds and "regret" in ds:  # no merit: no FairX regret
+            metrics = ("regret", *(("bf_regret",) if "bf_regret" in ds else ()))
     missing = [m for m in metrics if m not in ds]
     if missing:
         raise ValueError(f"the results have no {missing} (variables: {list(ds.data_vars)})")
@@ -174,8 +182,7 @@ def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[flo
         else:
             _compact_rounds(ax)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"mean over {ds.sizes['run']} runs, band {int(band[0] * 100)}-{int(band[1] * 100)}% of runs",
-                 fontsize=9)
+    fig.suptitle(f"mean over {ds.sizes['run']} runs, band {_band_label(band)} of runs", fontsize=9)
     return _finish(fig, [axes[0][-1]], "outside")
 
 
@@ -274,7 +281,7 @@ def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
                 ax.set_xlabel("round t")
         axes[r][0].set_ylabel(ylabel)
     fig.suptitle(f"group exposure against the floors: mean over {ds.sizes['run']} runs, band "
-                 f"{int(band[0] * 100)}-{int(band[1] * 100)}% of runs", fontsize=9)
+                 f"{_band_label(band)} of runs", fontsize=9)
     return _finish(fig, [axes[0][-1]], "outside")
 
 
@@ -296,8 +303,9 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
     """Average exposure share per arm at several rounds (one panel each), next to pi*.
 
     ``rounds`` are checkpoint rounds of ``ds`` (e.g. ``(2000, 2000000)`` for FairX Figure 1);
-    shares are averaged over runs. pi* is averaged over runs too (constant for MAB data bandits).
-    Arms are labelled by their mean; the legend sits outside the axes.
+    shares are averaged over runs. pi* is averaged over runs too (constant for MAB data bandits),
+    and drawn only when recorded (a study with a merit). Arms are labelled by their mean; the
+    legend sits outside the axes.
     """
     plt = _plt()
     rounds = [int(r) for r in np.atleast_1d(rounds)]
@@ -307,7 +315,7 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
         raise ValueError(f"rounds {missing} are not checkpoints of the results")
     arms = ds["arm"].values
     names = list(ds["policy"].values)
-    pi_star = ds["pi_star"].mean("run").values
+    pi_star = ds["pi_star"].mean("run").values if "pi_star" in ds else None  # recorded with a merit only
     width = 0.8 / max(len(names), 1)
     panel_w = max(5.0, 0.5 * arms.size * (1 + 0.15 * len(names)))
     fig, axes = plt.subplots(1, len(rounds), figsize=(panel_w * len(rounds), 4.0), squeeze=False, sharey=True)
@@ -315,7 +323,8 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
         share = (ds["exposure"].sel(checkpoint=r) / r).mean("run")  # [policy, arm]
         for i, name in enumerate(names):
             ax.bar(arms - 0.4 + width * (i + 0.5), share.sel(policy=name).values, width, label=str(name))
-        ax.plot(arms, pi_star, "k_", markersize=14, markeredgewidth=2.5, label="optimal fair pi*")
+        if pi_star is not None:
+            ax.plot(arms, pi_star, "k_", markersize=14, markeredgewidth=2.5, label="optimal fair pi*")
         _arm_ticks(ax, ds)
         ax.set_title(f"after {r:,} rounds", fontsize=10)
         ax.grid(axis="y", alpha=0.3)

@@ -79,8 +79,14 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
     exposure over rounds against the floors).
     """
     from bayesfair import plotting
+    from bayesfair.outputs import FIGURE_KINDS
 
     prefix = f"{stem}." if stem else ""
+
+    def figure(kind: str) -> Path:  # the names bayesfair.outputs.derived_files knows
+        assert kind in FIGURE_KINDS, kind
+        return folder / f"{prefix}{kind}.png"
+
     keys = _sweep_keys(ds)
     if keys:
         table = sweep_table(ds)
@@ -92,11 +98,11 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
         metrics = ("fairness_regret", "reward_regret", *(("bf_regret",) if "bf_regret" in ds else ()))
         fig = plotting.plot_sweep(table, x=x, metrics=metrics,
                                   title=f"final regret over {x} (mean +- 1 s.e. over runs)")
-        return [plotting.save_figure(fig, folder / f"{prefix}sweep.png")]
-    out = [plotting.save_figure(plotting.plot_regret(ds, logx=logx), folder / f"{prefix}regret.png"),
-           plotting.save_figure(plotting.plot_exposure(ds), folder / f"{prefix}exposure.png")]
+        return [plotting.save_figure(fig, figure("sweep"))]
+    out = [plotting.save_figure(plotting.plot_regret(ds, logx=logx), figure("regret")),
+           plotting.save_figure(plotting.plot_exposure(ds), figure("exposure"))]
     if has_groups(ds):
-        out.append(plotting.save_figure(plotting.plot_group_exposure(ds), folder / f"{prefix}groups.png"))
+        out.append(plotting.save_figure(plotting.plot_group_exposure(ds), figure("groups")))
     return out
 
 

@@ -253,6 +253,14 @@ def sbc(prior_draw: Callable[[jax.Array], Any], simulate: Callable[[jax.Array, A
         raise ValueError(f"fit's draws must have the structure of the true parameters: got {dnames[:5]}..., "
                          f"expected {names[:5]}...")
     flat = flat[:, ::thin]
+    for what, arr in (("prior_draw's true values", truth), ("fit's draws", flat)):
+        bad = ~np.isfinite(arr.reshape(n, -1)).all(axis=1)
+        if bad.any():  # a NaN compares False both ways: it would get rank 0 without a word
+            reps = np.flatnonzero(bad)
+            cols = np.flatnonzero(~np.isfinite(arr[reps[0]].reshape(-1, len(names))).all(axis=0))
+            raise ValueError(f"{what} are not finite (NaN or inf) in {reps.size} of {n} replications (first: "
+                             f"{reps[:5].tolist()}), e.g. for {[names[c] for c in cols[:5]]}: a rank of a "
+                             "non-finite value means nothing; fix the fitter (or the prior draw) first")
     keep = np.ptp(truth, axis=0) > 0
     names = [nm for nm, k in zip(names, keep, strict=True) if k]
     truth, flat = truth[:, keep], flat[:, :, keep]

@@ -43,6 +43,7 @@ from jax.extend.core import Literal
 from bayesfair import _random
 from bayesfair._compile import TraceCache, enable_persistent_cache
 from bayesfair._validate import MAX_HORIZON, MAX_RUNS, positive_int
+from bayesfair._validate import as_key as _as_key
 from bayesfair.compat import check_policy_fits
 from bayesfair.environments.base import Environment
 from bayesfair.environments.prior import check_prior_match
@@ -96,14 +97,9 @@ class SimulationOutput(NamedTuple):
 
 
 def as_key(key: Any) -> jax.Array:
-    """Accept a JAX key or an integer seed (integers only at the edges)."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if key < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {key}")
-        return jax.random.key(int(key))
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    raise TypeError(f"key must be a jax.random.key(...) or a non-negative int seed, got {key!r}")
+    """Accept a JAX key or an integer seed in [0, 2**32 - 1] (integers only at the edges;
+    :func:`bayesfair._validate.as_key`)."""
+    return _as_key(key)
 
 
 def checkpoint_grid(horizon: int, n: int = 100) -> np.ndarray:
@@ -125,7 +121,7 @@ def _validate_checkpoints(checkpoints: Any, horizon: int) -> np.ndarray:
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"checkpoints must be a non-empty 1-d sequence of rounds, got shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
         else:
             raise TypeError("checkpoints must be integer rounds")
@@ -498,11 +494,12 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
                 values[s.name][:, at:at + n] = (before[:, None] + vals if s.combine == SUM else
                                                 np.minimum(before[:, None], vals) if s.combine == MIN else vals)
             end = acc_value(acc, s)
+            _check_finite_metric(name or policy.name, policy, s.name, end, first, last)
             if s.combine == SUM:
                 totals[s.name] = before + end
             elif s.combine == MIN:
                 totals[s.name] = np.minimum(before, end)
-        progress(last - first + 1, runs, policy.name)
+        progress(last - first + 1, runs, name or policy.name)  # the study's label of the policy
         if checkpointer is not None:
             checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)
 
@@ -645,14 +642,15 @@ def check_instances(env: Environment, runs: int) -> None:
 
 
 def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit | None, key: Any, runs: int,
-                metrics: Sequence[Metric] | None = None) -> None:
-    """Before any round: every policy fits the environment's rewards, and every metric component's
+                metrics: Sequence[Metric] | None = None, horizon: int | None = None) -> None:
+    """Before any round: every policy fits the environment's rewards (and holds ``horizon``
+    rounds, for a policy of fixed capacity such as Fair-Greedy), and every metric component's
     host-side check passes (e.g. the FairX regrets: every run's arm means lie in the merit's domain,
     for multi-armed environments). ``metrics`` defaults to :func:`bayesfair.metric_parts.default_metrics`
     of ``merit``. Raises :class:`bayesfair.compat.IncompatibleError`."""
     enable_persistent_cache()  # the checks compile small programs (study loaders call this first)
     for name, pol in policies.items():
-        check_policy_fits(pol, env, name)
+        check_policy_fits(pol, env, name, horizon)
     for part in default_metrics(merit) if metrics is None else metrics:
         part.check(env, key, runs)
 
@@ -669,7 +667,37 @@ def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end:
         "or not summing to 1) or a non-finite reward at round "
         f"{int(invalid[run]):,} of run {run} ({bad.size} run(s) affected between rounds {t0:,} and {t_end:,}). "
         "Its state became invalid: usually the environment's rewards do not fit the policy (e.g. a "
-        "Beta-Bernoulli posterior fed rewards outside [0, 1]) or a parameter overflows (a merit of huge means).")
+        "Beta-Bernoulli posterior fed rewards outside [0, 1]), a parameter overflows (a merit of huge means), or a "
+        "FairX policy's merit is evaluated outside its domain (e.g. a merit defined on [0, 1] at a linear model's "
+        "negative reward estimates: use one defined on all reals, such as exponential).")
+
+
+# The FairX regrets' terms are computed from f(mu_t) of the round's means: they are the metrics a
+# merit that is not finite at some mean (outside its domain) turns into NaN.
+_MERIT_TERMS = ("fairness_regret", "reward_regret", "group_fairness_regret")
+
+
+def _check_finite_metric(name: str, policy: Policy, metric: str, values: np.ndarray, t0: int, t_end: int) -> None:
+    """Raise :class:`SimulationError` if a chunk's value of a float metric is NaN or infinite.
+
+    pi_t and the reward are checked every round (``_check_valid``); a metric term can still be
+    non-finite on its own, e.g. the FairX regrets of a merit evaluated outside its domain on a
+    contextual environment's means (checked against the domain before the study only for
+    multi-armed environments, whose means are fixed per run). A NaN stays NaN in the float64 sums,
+    so the chunk's value shows it; the message names the metric, the run and the chunk."""
+    v = np.asarray(values)
+    if not np.issubdtype(v.dtype, np.floating) or np.all(np.isfinite(v)):
+        return
+    bad = ~np.isfinite(v.reshape(v.shape[0], -1)).all(axis=1)
+    run = int(np.flatnonzero(bad)[0])
+    hint = ("The FairX regrets are computed from pi*_t = f(mu_t) / sum_a f(mu_a) of the study's merit f: f is not "
+            "finite (or not positive) at some mean reward mu_t of this environment, i.e. the means leave the "
+            "merit's domain. Use a merit defined on the environment's means (e.g. exponential), or rescale the "
+            "environment" if metric in _MERIT_TERMS else
+            "The metric component computed a non-finite term from the round's data.")
+    raise SimulationError(
+        f"metric {metric!r} of policy {name!r} ({policy.name}) became non-finite (NaN or inf) in run {run} between "
+        f"rounds {t0:,} and {t_end:,} ({int(bad.sum())} run(s) affected). {hint}")
 
 
 def simulate(
@@ -726,7 +754,7 @@ def simulate(
         Shard runs over at most this many CPU devices (default: all local devices).
     progress : bool or callable
         Print a progress bar to stderr, or call ``progress(info_dict)`` after each chunk
-        (``done``, ``total`` run-rounds, ``rate`` and ``eta`` in seconds, ``policy``,
+        (``done``, ``total`` run-rounds, ``rate`` and ``eta`` in seconds, ``policy`` (its key in ``policies``),
         ``compile_seconds`` so far). The rate and the ETA leave compilation out.
     config : mapping, optional
         Extra metadata stored in the results' attributes.
@@ -770,6 +798,8 @@ def simulate(
         raise ValueError(f"runs must be <= {MAX_RUNS:,} (runs are simulated together, in memory at once), "
                          f"got {runs:,}")
     chunk_size = positive_int("chunk_size", chunk_size)
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping of metadata (e.g. a dict), got {type(config).__name__}")
     merit = None if merit is None else resolve_merit(merit)
     grid = _validate_checkpoints(checkpoints, horizon)
     chunk_size = _compiled_chunk(chunk_size, horizon, round_log is not None)
@@ -792,7 +822,7 @@ def simulate(
     metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
     check_instances(env, runs)
-    check_study(env, policies, merit, key, runs, metrics)
+    check_study(env, policies, merit, key, runs, metrics, horizon)
     prior_notes = check_prior_match(env, policies)  # warns if a Bayesian policy's prior is not the instances'
     k_env, k_pol = jax.random.split(key)
     env_keys = jax.random.split(k_env, runs)

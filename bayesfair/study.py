@@ -34,7 +34,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 TOP_LEVEL: dict[str, Param] = {
     "name": Param("name", "str", default=None),
     "description": Param("description", "str", default=None),
-    "seed": Param("seed", "int", default=0, low=0),
+    "seed": Param("seed", "int", default=0, low=0, high=2**32 - 1),
     "runs": Param("runs", "int", low=1, high=MAX_RUNS),
     "horizon": Param("horizon", "int", low=1, high=MAX_HORIZON),
     "checkpoints": Param("checkpoints", "any", default=100),
@@ -165,6 +165,12 @@ class Study:
     merit, env, policies
         The built :class:`~bayesfair.merit.Merit`, :class:`~bayesfair.environments.Environment`
         and ``{label: Policy}``.
+
+    A study whose environment reads files (``means_file``, ``theta_file``, ...) has one more key in
+    its normalized config, ``inputs``: ``{"environment": {key: sha256}}`` of each file, hashed when it was
+    read. It is part of :meth:`fingerprint` (a study whose instance file changed is another study:
+    its saved progress and results are not reused, and the message names the file) and is
+    recorded with the results.
     """
 
     config: dict[str, Any]
@@ -247,9 +253,13 @@ class Study:
 
     def make_log(self) -> Any:
         """A :class:`~bayesfair.logs.RoundLog` sized for this study (raises ConfigError if too large)."""
-        from bayesfair.logs import RoundLog
+        from bayesfair.logs import RoundLog, parquet_available
 
         cfg = self.config["log"]
+        if cfg["format"] == "parquet" and not parquet_available():  # found before the run, not after it
+            raise ConfigError("log.format", "'parquet' needs pyarrow, which is not installed here (pip install "
+                              "pyarrow); or use format = 'csv' ('auto' writes parquet when pyarrow is there, csv "
+                              "otherwise)")
         try:
             return RoundLog.for_study(self.env, self.horizon, self.runs, len(self.policies),
                                       max_rows=cfg["max_rows"], true_reward=cfg["true_reward"])
@@ -414,6 +424,10 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
                                         study={"horizon": cfg["horizon"]})
     cfg["environment"] = env_spec
     env = registry.build("environment", env_spec, "environment")
+    _check_true_reward(cfg["log"]["true_reward"], env)
+    inputs = _input_files(env_spec, "environment")
+    if inputs:  # only then: the fingerprints of studies without files stay what they were
+        cfg["inputs"] = inputs
     cfg["metrics"] = _metric_names(cfg["metrics"])
     if cfg["metrics"] is not None and "floors" in cfg["metrics"] and cfg["floors"] is None:  # "floors": a name only
         raise ConfigError("metrics", "the component 'floors' needs the study's floors (set floors = [...])")
@@ -440,7 +454,7 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         _, norm = registry.check_params("policy", spec, path, study=inherit)
         cfg["policies"][label] = norm
         pol = registry.build("policy", norm, path, objects={"merit": merit, "merit_spec": merit_spec})
-        _check_policy_fits(pol, env, path, label)
+        _check_policy_fits(pol, env, path, label, cfg["horizon"])
         policies[label] = pol
     from bayesfair.compat import IncompatibleError
     from bayesfair.metric_parts import FairXRegrets
@@ -452,7 +466,37 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     return Study(cfg, raw, src, merit, env, policies)
 
 
-def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = None) -> None:
+def _input_files(spec: Mapping[str, Any], path: str) -> dict[str, dict[str, str]]:
+    """``{path: {key: sha256}}`` of every file a built object read: the spec's string values under keys ending in
+    ``_file`` (``means_file``, ``theta_file``, ``beta_file``, ``psi_file``), resolved as the loader
+    resolved them (relative to the working directory)."""
+    out = {}
+    for key, value in spec.items():
+        if isinstance(key, str) and key.endswith("_file") and isinstance(value, str):
+            digest = hashlib.sha256()
+            with open(value, "rb") as f:  # the loader has just read it
+                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                    digest.update(block)
+            out.setdefault(path, {})[key] = digest.hexdigest()
+    return out
+
+
+def _check_true_reward(name: str, env: Any) -> None:
+    """A ``[log] true_reward`` other than the default must name an entry of the environment's
+    ``Round.extra`` (traced, no compute): a typo made the log's ``true_reward`` column the observed
+    (biased) reward without a word."""
+    if name == LOG_KEYS["true_reward"].default:
+        return  # absent from an unbiased environment: the observed reward is the true one
+    import jax
+    import jax.numpy as jnp
+
+    extra = jax.eval_shape(lambda k: env.step(k, env.reset(k), jnp.int32(1)).extra, jax.random.key(0)) or {}
+    if name not in extra:
+        raise ConfigError("log.true_reward", f"environment {env.name} reports no {name!r} with its rounds (its "
+                          f"entries: {sorted(extra) or 'none'})")
+
+
+def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = None, horizon: int | None = None) -> None:
     """The policy assumes rewards the environment returns (:mod:`bayesfair.compat`), and its
     ``init``/``select``/``update`` trace on the environment's shapes (no compute)."""
     import jax
@@ -461,7 +505,7 @@ def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = Non
     from bayesfair.compat import IncompatibleError, check_policy_fits
 
     try:
-        check_policy_fits(policy, env, label)
+        check_policy_fits(policy, env, label, horizon)
     except IncompatibleError as exc:
         raise ConfigError(path, str(exc)) from None
 

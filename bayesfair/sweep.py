@@ -163,7 +163,9 @@ class Sweep:
             if key.split(".")[0] in ("sweep", "name", "output"):
                 raise ConfigError(where, "cannot sweep over name, output or sweep")
             labels = [coordinate(v) for v in vals]
-            if len(set(map(repr, labels))) != len(labels):
+            # 4 and 4.0 are one value (the same study twice, and a repeated coordinate)
+            same = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v) for v in labels]
+            if len(set(same)) != len(labels):
                 raise ConfigError(where, f"values must be distinct, got {vals!r}")
             keys.append(key)
             values.append(vals)
@@ -287,7 +289,11 @@ class Sweep:
             for n, fut in enumerate(as_completed(futures), start=1):
                 i = futures[fut]
                 ds = fut.result()
-                io.write_results(ds, self.points[i].paths(folder)["results"])
+                point_paths = self.points[i].paths(folder)
+                io.write_results(ds, point_paths["results"])
+                # the point ran whole on a worker: saved progress of an earlier local run is obsolete
+                # now (left behind, the next run would be refused as an interrupted point)
+                point_paths["resume"].unlink(missing_ok=True)
                 done[i] = ds
                 elapsed = time.perf_counter() - t0
                 eta = elapsed / n * (len(todo) - n)

@@ -186,6 +186,9 @@ def grid_search(
     if isinstance(metric, str):
         if metric not in NAMED_METRICS:
             raise ValueError(f"metric must be one of {NAMED_METRICS} or a callable, got {metric!r}")
+        if merit is None and metric in ("fairness_regret", "reward_regret"):
+            raise ValueError(f"metric {metric!r} is a FairX regret, defined by the merit's pi*: give a merit, or "
+                             "score by metric = 'regret' or 'reward'")
     elif not callable(metric):
         raise TypeError(f"metric must be a metric name or a callable on the results, got {metric!r}")
     if not isinstance(minimize, (bool, np.bool_)):

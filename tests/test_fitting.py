@@ -164,6 +164,12 @@ def test_frozen_chains_are_caught_without_divergences():
     assert not tiny.converged and tiny.frozen_chains == (2,)
     one = fitting.check_convergence({"a": good[:1]}, diverging=div[:1])
     assert not one.converged and np.isnan(one.max_rhat)  # 1 chain: no R-hat, never "converged"
+    # non-finite draws are not a "constant" coordinate to skip: not converged, named
+    for where in ((slice(None), slice(None), 1), (1, 7, 0)):  # a coordinate NaN throughout; one NaN draw
+        bad = good.copy()
+        bad[where] = np.nan
+        v = fitting.check_convergence({"a": good, "b": bad}, diverging=div, step_size=steps, accept_prob=acc)
+        assert not v.converged and v.failing == ("b",) and "non-finite (NaN or inf) draws in b" in v.message
 
 
 def test_float64_is_scoped(gaussian):
@@ -269,6 +275,11 @@ def test_other_numpyro_models_of_the_package():
     y = (rng.random(120) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5])))).astype(float)
     lg = fitting.fit(logistic_linear_mcmc().model, X, y, num_warmup=150, num_samples=100, num_chains=2, warn=False)
     assert lg.samples["theta"].shape == (2, 100, 2) and lg.data is None
+    # the reference model checks concrete observations: JAX's gather would clamp arm 11 to arm 3
+    with pytest.raises(ValueError, match=r"arms must be in \[0, 3\].*observation 0 has 11"):
+        fitting.fit(hierarchical_model([0, 0, 1, 1]), np.r_[11, arms[1:]].astype(np.int32), rewards, n_arms=4)
+    with pytest.raises(ValueError, match="rewards must be 0 or 1"):
+        fitting.fit(hierarchical_model([0, 0, 1, 1]), arms, np.where(arms == 2, 5.0, rewards), n_arms=4)
     for f in (h, lg):
         tree = arviz_base.from_numpyro(f.mcmc)
         assert "posterior" in tree.children
@@ -298,6 +309,22 @@ def test_bad_inputs_name_the_field():
         fitting.fit(data, target_accept=1.0)
     with pytest.raises(TypeError, match="target must be GroupBiasData"):
         fitting.fit((arms, X, y))
+    # a GroupBiasData built or _replace'd without group_bias_data's checks is checked by fit: an arm
+    # index out of range was dropped by the sums, NaN features went through to NUTS
+    with pytest.raises(ValueError, match=r"arms must be in \[0, 5\].*row 0 has 9"):
+        fitting.fit(data._replace(arms=np.r_[9, data.arms[1:]].astype(np.int32)))
+    with pytest.raises(ValueError, match="X must be finite"):
+        fitting.fit(data._replace(X=np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, data.X)))
+    with pytest.raises(ValueError, match="reference"):
+        fitting.fit(data._replace(reference=5))
+    with pytest.raises(ValueError, match=r"group_names must be distinct .*\['g'\]"):
+        fitting.group_bias_data(arms, X, y, GROUPS, group_names=["g", "g"])
+    with pytest.raises(ValueError, match=r"arm_names must be distinct"):
+        fitting.group_bias_data(arms, X, y, GROUPS, arm_names=list("aabcde"))
+    with pytest.raises(ValueError, match=r"priors.prior_mean must be finite"):
+        fitting.fit(data, priors=gb.GroupBiasPriors(prior_mean=float("nan")))
+    with pytest.raises(ValueError, match=r"priors.prior_mean must be a number or have one entry per feature \(d = 2\)"):
+        fitting.fit(data, priors=gb.GroupBiasPriors(prior_mean=[1.0, 2.0, 3.0]))
     with pytest.raises(TypeError, match="fit must be a bayesfair.fitting.Fit"):
         from bayesfair.fit_tree import fit_tree
         fit_tree({"samples": 1})
@@ -307,9 +334,11 @@ def test_fit_nuts_is_a_deprecated_alias():
     rng = np.random.default_rng(5)
     arms, X, _, y = _data(rng, n_obs=60)
     data = fitting.group_bias_data(arms, X, y, GROUPS)
-    with pytest.warns(DeprecationWarning, match="fit_nuts is deprecated"):
+    with pytest.warns(DeprecationWarning, match="fit_nuts is deprecated"), \
+            pytest.warns(RuntimeWarning, match="NUTS fit NOT converged: max R-hat nan"):  # one chain: no R-hat
         old = fitting.fit_nuts(data, tau=1.0, s=1.0, sigma=0.6, num_warmup=50, num_samples=30, num_chains=1)
     assert isinstance(old, fitting.NutsFit) and old.samples["beta"].shape == (1, 30, 6, 2)
+    assert old.config["convergence"]["converged"] is False and np.isnan(old.config["convergence"]["max_rhat"])
 
 
 def test_one_set_of_default_priors():

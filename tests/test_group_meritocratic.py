@@ -356,6 +356,13 @@ def test_bad_inputs_raise_clear_errors():
             gp.fair_greedy(100, rho=rho)
     with pytest.raises(ValueError, match="horizon"):
         gp.fair_greedy(0)
+    # a study longer than the history buffer is refused before its first round (beyond the buffer,
+    # lines 5-6 would read rows never written: fair regret near uniform play's, without an error)
+    for make, name in ((gp.fair_greedy, "Fair-Greedy"), (gp.fair_greedy_multigroup, "Fair-Greedy \\(multi-group\\)")):
+        with pytest.raises(bf.compat.IncompatibleError,
+                           match=rf"policy 'FG' \({name}\) was built for at most 50 rounds .*history buffer.*"
+                                 r"the study plays 51: build it with horizon = 51"):
+            bf.simulate(0, gm.gmf_synthetic(), {"FG": make(50)}, horizon=51, runs=1)
     with pytest.raises(ValueError, match=r"group 2 is never offered \(proportions\[2\] = 0\)"):
         gm.gmf_multigroup(5, [0.5, 0.5, 0.0, 0.0])
     with pytest.raises(ValueError, match="proportions must sum to 1"):

@@ -91,3 +91,29 @@ def test_log_survives_interrupt_and_resume(logged, tmp_path):
 def test_row_guard():
     with pytest.raises(ValueError, match="more than max_rows"):
         RoundLog(10**6, 100, 50, ["g"], max_rows=1000)
+
+
+def test_log_settings_that_cannot_work_are_config_errors_before_the_run():
+    """A misspelt true_reward made the log's true_reward column the observed (biased) reward; a
+    parquet log without pyarrow failed only after the whole study had run."""
+    from bayesfair.registry import ConfigError
+
+    biased = {**copy.deepcopy(STUDY), "environment": {"name": "synthetic_biased"},
+              "policies": {"U": {"name": "uniform"}}}
+    biased["log"] = {"enabled": True, "format": "csv", "true_reward": "treu"}
+    with pytest.raises(ConfigError, match=r"log.true_reward: environment synthetic_biased reports no 'treu' .*'true'"):
+        parse_config(biased)
+    biased["log"]["true_reward"] = "true"
+    assert parse_config(biased).make_log().true_reward == "true"
+    plain = copy.deepcopy(STUDY)
+    plain["log"]["true_reward"] = "unbiased"  # the Bernoulli arms report no extra entry at all
+    with pytest.raises(ConfigError, match=r"reports no 'unbiased' .*none"):
+        parse_config(plain)
+    parquet = copy.deepcopy(STUDY)
+    parquet["log"]["format"] = "parquet"
+    study = parse_config(parquet)
+    if parquet_available():
+        assert study.make_log() is not None
+    else:
+        with pytest.raises(ConfigError, match="log.format: 'parquet' needs pyarrow"):
+            study.make_log()

@@ -43,6 +43,10 @@ def test_without_merit_the_fairx_metrics_are_not_computed(small_env, exp4):
 def test_explicit_default_components_equal_the_default(small_env, exp4):
     a = bf.simulate(4, small_env, _pols(exp4), T, R, merit=exp4, floors=[0.3, 0.3], chunk_size=50)
     b = bf.simulate(4, small_env, _pols(exp4), T, R, metrics=mp.default_metrics(exp4, [0.3, 0.3]), chunk_size=50)
+    # tidy's columns: every recorded scalar metric, the bi-level regret with floors included
+    per_checkpoint = {v for v, da in a.data_vars.items() if da.dims == ("policy", "run", "checkpoint")}
+    assert "bf_regret" in per_checkpoint
+    assert set(io.tidy(a).columns) == {"policy", "run", "checkpoint"} | per_checkpoint
     assert set(a.data_vars) == set(b.data_vars)
     _same(a, b, [v for v in a.data_vars if v != "seconds"])
     cfg = json.loads(b.attrs["config"])

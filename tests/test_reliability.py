@@ -1,6 +1,7 @@
 """Issue 15's reproductions, one regression test each: nothing hangs, nothing is lost or silently
 overwritten, and every bad input gets a clear error with the documented exit code."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair import _random, cli, io
+from bayesfair import _random, cli, fitting, io
 from bayesfair.compat import IncompatibleError
 from bayesfair.simulate import SimulationError
 from bayesfair.types import Observation
@@ -114,6 +115,23 @@ def test_an_invalid_state_inside_a_run_is_an_error_naming_policy_run_and_round()
                     merit=bf.merit.exponential(4.0), chunk_size=64)
 
 
+def test_a_merit_outside_its_domain_on_a_contextual_environment_is_an_error_naming_the_metric():
+    """A linear environment's means change every round, so they are not checked against the merit's
+    domain before the study; a merit that is NaN outside it (sqrt at negative means) made the FairX
+    regrets NaN without an error. The chunk's values are checked: the error names the metric, the
+    policy, the run and the rounds."""
+    env = bf.linear_bandit(5, 3)  # means <theta, x> in [-1, 1]
+    sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, name="sqrt")  # domain [0, 1]
+    with pytest.raises(SimulationError, match=r"metric 'fairness_regret' of policy 'L' \(LinTS\) became non-finite "
+                                              r"\(NaN or inf\) in run \d+ between rounds 1 and 64 .*merit's domain"):
+        bf.simulate(0, env, {"L": bf.lints(bf.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
+                    chunk_size=64)
+    # the same study with a merit defined on all reals runs
+    ds = bf.simulate(0, env, {"L": bf.lints(bf.linear_known_variance())}, horizon=200, runs=2,
+                     merit=bf.merit.exponential(2.0), chunk_size=64)
+    assert np.isfinite(ds["fairness_regret"].values).all()
+
+
 def test_means_outside_the_merit_domain_are_refused(tmp_path, capsys):
     m = bf.merit.exponential(4.0)
     for mean in (5.0, 300.0):
@@ -135,6 +153,30 @@ def test_nan_inputs_to_public_functions_raise():
     with pytest.raises(ValueError, match="finite"):
         bf.fair_policy(m, jnp.array([0.1, jnp.inf]))
     np.testing.assert_allclose(bf.fair_policy(m, [0.0, 0.0]), [0.5, 0.5])
+
+
+def test_odd_simulate_and_tuning_arguments_are_named():
+    """Each used to fail with an error that named nothing (OverflowError, a mapping TypeError, a
+    checkpoint of -2**63, IndexError, an xarray KeyError after the whole validation run)."""
+    env = bf.bernoulli_arms([0.2, 0.5, 0.8])
+    pols = {"U": bf.uniform()}
+    for seed in (2**32, 2**32 + 5, 2**63, 2**64):  # jax.random.key(2**32) is key(0) in 32-bit mode
+        with pytest.raises(ValueError, match=r"seed must be a non-negative integer below 2\*\*32"):
+            bf.simulate(seed, env, pols, 10, 1)
+    with pytest.raises(ValueError, match=r"seed must be a non-negative integer below 2\*\*32"):
+        fitting.fit(fitting.group_bias_data([0, 1], [[1.0], [2.0]], [0.1, 0.2], [0, 1]), seed=2**32)
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        bf.simulate(0, env, pols, 10, 1, config=[("a", 1)])
+    with pytest.raises(TypeError, match="checkpoints must be integer rounds"):
+        bf.simulate(0, env, pols, 10, 1, checkpoints=[5.0, float("inf")])
+    for n in (0, 1, 2.5):
+        with pytest.raises(ValueError, match="n_check must be an integer >= 2"):
+            bf.merit.custom(lambda x: x + 1, n_check=n)
+    from bayesfair.tuning import grid_search
+
+    with pytest.raises(ValueError, match="'fairness_regret' is a FairX regret.*give a merit"):
+        grid_search(env, lambda epsilon: bf.fairx_eg(bf.merit.exponential(2.0), epsilon=epsilon), {"epsilon": [0.1]},
+                    horizon=10, runs=1, merit=None)
 
 
 @pytest.mark.parametrize(("setting", "message"), [
@@ -178,6 +220,32 @@ def test_a_different_study_does_not_replace_results(tmp_path, capsys):
     assert _simulate(other, "--out", out, "-q", "--overwrite") == 0
     assert io.read_results(out / "tiny.nc").sizes["run"] == 1
     assert not list(out.glob("tiny.report.*")) and not list(out.glob("tiny.*.png"))
+
+
+def test_an_edited_instance_file_makes_another_study(tmp_path, capsys):
+    """The instances a means_file holds are part of the study: edited between an interruption and
+    --resume, the resumed results mixed two problems (policies before the cut on the old means,
+    after it on the new) under the old file's recorded means. Its sha256 is in the config now."""
+    inst = tmp_path / "inst.csv"
+    inst.write_text("0.2,0.5,0.8\n0.3,0.4,0.6\n")
+    text = TINY.replace("means = [0.2, 0.5, 0.8]", f"means_file = {json.dumps(str(inst))}")
+    cfg, out = _config(tmp_path, text), tmp_path / "out"
+    assert _simulate(cfg, "--out", out, "-q", "--stop-after-chunks", "1") != 0
+    assert (out / "tiny.resume.npz").exists()
+    inst.write_text("0.9,0.1,0.1\n0.9,0.1,0.1\n")
+    capsys.readouterr()
+    assert _simulate(cfg, "--out", out, "-q", "--resume") == 2
+    err = capsys.readouterr().err
+    assert "belongs to a different study (differs in inputs.environment.means_file:" in err
+    inst.write_text("0.2,0.5,0.8\n0.3,0.4,0.6\n")  # the same bytes again: the same study, resumed
+    assert _simulate(cfg, "--out", out, "-q", "--resume") == 0
+    ds = io.read_results(out / "tiny.nc")
+    stored = json.loads(ds.attrs["config"])["study"]["inputs"]["environment"]["means_file"]
+    assert stored == hashlib.sha256(inst.read_bytes()).hexdigest()
+    inst.write_text("0.9,0.1,0.1\n0.9,0.1,0.1\n")  # a finished study is not reused for other instances
+    capsys.readouterr()
+    assert _simulate(cfg, "--out", out, "-q", "--resume") == 2
+    assert "inputs.environment.means_file" in capsys.readouterr().err
 
 
 def test_resume_on_a_finished_study_with_changed_settings_is_refused(tmp_path, capsys):
@@ -230,9 +298,18 @@ def test_stale_report_without_results_is_refused(tmp_path, capsys):
     out.mkdir()
     (out / "tiny.report.md").write_text("# an old report")
     assert _simulate(_config(tmp_path), "--out", out, "-q") == 2
-    assert "report/figures of an earlier study" in capsys.readouterr().err
+    assert "report, figures or per-round log of an earlier study" in capsys.readouterr().err
     assert _simulate(_config(tmp_path), "--out", out, "-q", "--overwrite") == 0
     assert not (out / "tiny.report.md").exists()
+    # a per-round log is the study's too: an overwrite without --log does not leave the old one
+    # beside other results; another study's figures (a name with a dot) are not taken for its own
+    assert _simulate(_config(tmp_path), "--out", out, "-q", "--log", "--overwrite") == 0
+    assert (out / "tiny.log.csv").exists() or (out / "tiny.log.parquet").exists()
+    (out / "tiny.x.regret.png").write_bytes(b"a figure of the study named tiny.x")
+    other = _config(tmp_path, TINY.replace("seed = 3", "seed = 4"), "other.toml")
+    assert _simulate(other, "--out", out, "-q", "--overwrite") == 0
+    assert not (out / "tiny.log.csv").exists() and not (out / "tiny.log.parquet").exists()
+    assert (out / "tiny.x.regret.png").exists()
 
 
 def test_demo_refuses_to_replace_a_demo_with_other_settings(tmp_path, capsys):

@@ -200,6 +200,28 @@ def test_regret_figure_bf_panel_and_scale(grouped):
         plotting.plot_regret(grouped, metrics=("nope",))
 
 
+def test_figures_of_results_without_a_merit_and_band_titles(plain):
+    """Results of a study without a merit have no FairX regret and no pi*: plot_regret draws the
+    conventional regret and plot_exposure_at the shares alone. Band titles are not truncated."""
+    import matplotlib.pyplot as plt
+
+    bare = plain.drop_vars([v for v in ("fairness_regret", "reward_regret", "group_fairness_regret", "pi_star",
+                                        "pi_star_within") if v in plain])
+    fig = plotting.plot_regret(bare)
+    assert [ax.get_ylabel().split("\n")[0] for ax in fig.axes] == [f"cumulative {report.METRIC_NAMES['regret']}"]
+    plt.close(fig)
+    last = int(bare["checkpoint"].values[-1])
+    fig = plotting.plot_exposure_at(bare, [last])
+    assert not [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "optimal fair pi*"]
+    plt.close(fig)
+    fig = plotting.plot_exposure_at(plain, [last])
+    assert [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "optimal fair pi*"]
+    plt.close(fig)
+    fig = plotting.plot_regret(plain, band=(0.025, 0.975))
+    assert "band 2.5-97.5% of runs" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
 def test_group_exposure_figure_has_floors(grouped, plain):
     import matplotlib.pyplot as plt
 

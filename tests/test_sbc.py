@@ -109,3 +109,19 @@ def test_sbc_errors_name_the_argument():
         S.conjugate_problem(normal_known_variance(), 2, 3, data_from=linear_known_variance())
     with pytest.raises(ValueError, match="fit="):
         S.group_bias_problem(group_bias_posterior([0, 1], 1), 4, model_kwargs={"tau": None})
+
+
+def test_non_finite_draws_are_an_error_not_rank_zero():
+    """A NaN draw compares False both ways, so a fitter that failed in a few replications got rank
+    0 there and could still pass; now the replications and parameters are named."""
+    import jax.numpy as jnp
+
+    problem = S.conjugate_problem(normal_known_variance(), 2, 3, n_draws=20)
+
+    def flaky(data, key):  # replications with a negative first observation "fail"
+        out = problem.fit(data, key)
+        bad = jnp.asarray(jax.tree.leaves(data)[0]).reshape(-1)[0] < 0
+        return jax.tree.map(lambda v: jnp.where(bad, jnp.nan, v), out)
+
+    with pytest.raises(ValueError, match=r"fit's draws are not finite \(NaN or inf\) in \d+ of 40 replications"):
+        S.sbc(problem.prior_draw, problem.simulate, flaky, jax.random.key(1), replications=40)

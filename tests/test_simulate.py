@@ -62,16 +62,17 @@ def test_the_next_chunk_is_dispatched_before_the_host_side_of_the_previous_one(s
 
     monkeypatch.setattr(sim_mod, "_chunk_fns", chunk_fns)
     monkeypatch.setattr(sim_mod, "wait_interruptibly", lambda tree: (events.append(("wait",)), real_wait(tree)))
-    done = []
-    pols = {"TS": bf.thompson(bf.beta_bernoulli())}
+    done, labels = [], set()
+    pols = {"flat TS": bf.thompson(bf.beta_bernoulli())}  # the study's label, not the algorithm's name "TS"
     # chunk 3 (rounds 129-192) records no checkpoint: its buffer is not read back, and its sums
     # (exposure) and running minima (anytime_slack) still reach the next checkpoint
     study = dict(merit=exp4, checkpoints=[10, 64, 100, 200], floors=[0.2, 0.2])
-    ds = bf.simulate(5, small_env, pols, 200, 3, chunk_size=64, progress=lambda info: done.append(info["done"]),
-                     **study)
+    ds = bf.simulate(5, small_env, pols, 200, 3, chunk_size=64,
+                     progress=lambda info: (done.append(info["done"]), labels.add(info["policy"])), **study)
     assert [e[1] for e in events if e[0] == "dispatch"] == [1, 65, 129, 193]
     assert [e[0] for e in events] == ["dispatch", "dispatch", "wait", "dispatch", "wait", "dispatch", "wait", "wait"]
     assert done == [3 * 64, 3 * 128, 3 * 192, 3 * 200]  # the host side: in order, every chunk once
+    assert labels == {"flat TS"}  # progress names the policy by its key in the study
     monkeypatch.undo()
     whole = bf.simulate(5, small_env, pols, 200, 3, chunk_size=1024, **study)
     for name in ("pulls", "fairness_regret", "exposure", "anytime_slack"):

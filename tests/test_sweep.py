@@ -44,6 +44,7 @@ def test_grid_expansion_and_point_configs():
                                                                 "in the sweep point policies.GEF.delta = 1.5"]),
     ({"policies.GEF.deltta": [0.1]}, "policies.GEF.deltta", ["unknown key", "'delta'"]),
     ({"runs": [2, 2]}, "sweep.\"runs\"", ["distinct"]),
+    ({"merit.c": [4, 4.0]}, "sweep.\"merit.c\"", ["distinct"]),  # one value: the same study twice
 ])
 def test_sweep_errors(table, path, words):
     with pytest.raises(ConfigError) as exc:
@@ -110,3 +111,25 @@ def test_dask_sweep_equals_local_sweep(tmp_path, dask_client):
     said = []
     again = sw.execute(tmp_path / "dask", client=dask_client, resume=True, report=said.append)
     assert said == ["resume: 2 of 2 points already done"] and again.resumed
+    # a point interrupted locally and then finished on Dask leaves no saved progress behind (the
+    # next plain run would be refused as an interrupted point)
+    from bayesfair.persist import StudyInterrupted
+
+    with pytest.raises(StudyInterrupted):
+        sw.execute(tmp_path / "mixed", stop_after_chunks=1)
+    assert (tmp_path / "mixed" / "sw.points" / "sw-000.resume.npz").exists()
+    sw.execute(tmp_path / "mixed", client=dask_client, resume=True)
+    assert not list((tmp_path / "mixed" / "sw.points").glob("*.resume.npz"))
+    assert sw.execute(tmp_path / "mixed").dataset is not None  # a plain run again: not refused
+
+
+def test_set_on_a_swept_key_is_refused(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('name = "sw"\nruns = 2\nhorizon = 40\n[merit]\nname = "exponential"\nc = 4.0\n'
+                   '[environment]\nname = "bernoulli_arms"\nmeans = [0.2, 0.8]\n[policies.U]\nname = "uniform"\n'
+                   '[sweep]\n"merit.c" = [1.0, 4.0]\n')
+    with pytest.raises(ConfigError, match="'merit.c' is swept"):
+        load_config(cfg, ["merit.c=9.0"])
+    with pytest.raises(ConfigError, match="'merit.c' is swept"):
+        load_config(cfg, ["merit={name='exponential', c=9.0}"])
+    assert len(load_config(cfg, ["runs=3"]).points) == 2  # other keys are fine

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair._validate import as_key, finite_array, finite_float, positive_int
 from bayesfair.environments.base import Environment
 from bayesfair.groups import Groups
 from bayesfair.registry import choice, declare, group_label_list, integer, real
@@ -110,13 +110,7 @@ def draw_example(key: jax.Array, n_examples: int) -> jax.Array:
 
 
 def _as_key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if key < 0:
-            raise ValueError(f"key must be a jax key or a non-negative int seed, got {key}")
-        return jax.random.key(int(key))
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    raise TypeError(f"key must be a jax.random.key(...) or a non-negative int seed, got {key!r}")
+    return as_key(key, "key")
 
 
 def _check_labels(labels: Any, n_rows: int | None) -> np.ndarray:

@@ -65,7 +65,9 @@ class Policy(_PolicyFields):
     requires : dict
         What the policy assumes of the environment's rewards, checked before every simulation
         (:mod:`bayesfair.compat`): ``{}`` (any real reward), ``{"rewards": "binary", "because":
-        ...}`` or ``{"rewards": "bounded", "reward_range": [lo, hi], "because": ...}``.
+        ...}`` or ``{"rewards": "bounded", "reward_range": [lo, hi], "because": ...}``; and
+        ``"max_horizon"`` (with ``"because_horizon"``) for a policy whose state holds at most that
+        many rounds (a longer study is refused).
     """
 
     __slots__ = ()

@@ -283,7 +283,12 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool,
     cfg = {"algorithm": "fair_greedy_multigroup" if multigroup else "fair_greedy", "lam": lam, "rho": rho,
            "horizon": horizon, "block": blk, "rho_scale": rho_scale,
            "perturbation": "rho * N(0, I) / sqrt(d * t~)" if rho_scale == "sqrt_dt" else "rho * N(0, I) / sqrt(t~)"}
-    return Policy(init, select, update, name, cfg)
+    # Past the capacity, rounds are not stored and lines 5-6 would run on an incomplete history
+    # (the window t~+1..t-1 and the ridge's rounds 1..t~ read rows that were never written):
+    # bayesfair.compat.check_policy_fits refuses a study longer than `horizon`.
+    requires = {"max_horizon": horizon,
+                "because_horizon": f"its history buffer keeps the contexts, actions and rewards of {horizon:,} rounds"}
+    return Policy(init, select, update, name, cfg, requires)
 
 
 @declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
@@ -302,8 +307,9 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
     Parameters
     ----------
     horizon : int
-        Capacity of the history buffer: the number of rounds the policy will be run for (rounds
-        beyond it are not stored). Memory is ``horizon * K * d`` float32 per run.
+        Capacity of the history buffer: the number of rounds the policy will be run for. A
+        longer study is refused before its first round (:func:`bayesfair.compat.check_policy_fits`;
+        rounds beyond the buffer could not be stored). Memory is ``horizon * K * d`` float32 per run.
     lam : float
         Ridge regularization lambda > 0 (the paper's experiments: 0.1).
     rho : float

@@ -61,6 +61,7 @@ def hierarchical_model(group_of_arm: Any, *, loc: float = 0.0, loc_scale: float 
         from numpyro.handlers import mask as mask_handler
 
         _check_n_arms(n_arms, labels)
+        _check_observations(arms, rewards, mask, labels.size)
         logit = priors()
         with numpyro.plate("obs", arms.shape[0]), mask_handler(mask=True if mask is None else mask):
             numpyro.sample("r", dist.Bernoulli(logits=logit[arms]), obs=rewards)
@@ -83,6 +84,32 @@ def _check(group_of_arm, loc, loc_scale, scale, centered):
 def _check_n_arms(n_arms: int, labels: np.ndarray) -> None:
     if n_arms != labels.size:
         raise ValueError(f"the hierarchical model was built for {labels.size} arms (group_of_arm), got n_arms={n_arms}")
+
+
+def _check_observations(arms: Any, rewards: Any, mask: Any, k: int) -> None:
+    """Concrete observations (not traced: checked when NUTS first runs the model, or when a user
+    calls it) must index an arm and be 0/1: ``logit[arms]`` would clamp an arm index >= K to arm
+    K - 1 (JAX's out-of-bounds gather), and a Bernoulli log-density of a reward of 5 is not a
+    likelihood. Masked-out entries (a buffer's padding) are not checked."""
+    if any(isinstance(x, jax.core.Tracer) for x in (arms, rewards, mask)):
+        return
+    a = np.asarray(arms)
+    keep = np.ones(a.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), a.shape)
+    if a.ndim != 1:
+        raise ValueError(f"arms must be 1-d (one arm index per observation), got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"arms must be integer arm indices, got dtype {a.dtype}")
+    bad = np.flatnonzero(keep & ((a < 0) | (a >= k)))
+    if bad.size:
+        raise ValueError(f"arms must be in [0, {k - 1}] (one per entry of group_of_arm); observation {bad[0]} has "
+                         f"{a[bad[0]]}")
+    if rewards is not None:
+        r = np.asarray(rewards, np.float64)
+        if r.shape != a.shape:
+            raise ValueError(f"rewards must have one entry per observation ({a.shape[0]}), got shape {r.shape}")
+        bad = np.flatnonzero(keep & (r != 0) & (r != 1))
+        if bad.size:
+            raise ValueError(f"rewards must be 0 or 1 (Bernoulli likelihood); observation {bad[0]} has {r[bad[0]]}")
 
 
 def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, centered: bool):
