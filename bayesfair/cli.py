@@ -434,7 +434,10 @@ def run_fit(args: argparse.Namespace) -> int:
         rc = main_fn(list(args.args))
     except SystemExit as exc:  # a recipe that exits by itself
         code = exc.code
-        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_FAILURE)
+        if code is None or isinstance(code, int):
+            return EXIT_OK if code is None else code
+        print(f"bayesfair: {code}", file=sys.stderr)  # SystemExit("message"): Python prints it, so do we
+        return EXIT_FAILURE
     return int(rc or 0)
 
 

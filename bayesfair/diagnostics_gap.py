@@ -25,12 +25,12 @@ import jax
 import numpy as np
 
 from bayesfair.diagnostics_inputs import _labels_from, observed_exposure
-from bayesfair.diagnostics_tree import _COMPARE, _add_mu_from_theta, _fair_quantities
+from bayesfair.diagnostics_tree import _COMPARE, SHARE_TOL, _add_mu_from_theta, _fair_quantities
 from bayesfair.merit import Merit, resolve_merit
 
 __all__ = ["exposure_gap", "aggregate_gap", "GAP_COLUMNS"]
 
-ZERO_TOL = 1e-9  # a gap this close to 0 is float rounding (e.g. a single group: pi*_g = share_g = 1)
+ZERO_TOL = SHARE_TOL  # a gap this close to 0 is float rounding (e.g. a single group: pi*_g = share_g = 1)
 GAP_COLUMNS = ("level", "name", "group", "mu", "mu_source", "share", "pi_star", "gap", "mcse", "sd", "lower",
                "upper", "p_under", "runs")
 

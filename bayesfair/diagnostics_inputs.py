@@ -19,15 +19,16 @@ __all__ = ["observed_exposure"]
 # --------------------------------------------------------------------------- inputs
 
 
-def _float_array(name: str, value: Any) -> np.ndarray:
+def _float_array(label: str, value: Any) -> np.ndarray:
+    """``value`` as a finite float64 array; errors name ``label`` (e.g. ``draws['mu']``, ``contexts``)."""
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"draws[{name!r}] must be an array of real numbers, got {type(value).__name__}") from None
+        raise TypeError(f"{label} must be an array of real numbers, got {type(value).__name__}") from None
     if arr.size == 0:
-        raise ValueError(f"draws[{name!r}] is empty")
+        raise ValueError(f"{label} is empty")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"draws[{name!r}] must be finite (no NaN or inf)")
+        raise ValueError(f"{label} must be finite (no NaN or inf)")
     return arr
 
 
@@ -35,7 +36,7 @@ def _normalize_draws(draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Every array as ``[chain, draw, ...]``; ``mu``/``theta`` may be given as ``[draw, n]`` (one chain)."""
     if not isinstance(draws, Mapping) or not draws:
         raise TypeError("draws must be a non-empty mapping of variable name -> array [chain, draw, ...]")
-    arrays = {str(k): _float_array(str(k), v) for k, v in draws.items()}
+    arrays = {str(k): _float_array(f"draws[{str(k)!r}]", v) for k, v in draws.items()}
     ref = next((n for n in ("mu", "theta") if n in arrays), None)
     if ref is not None:
         nd = arrays[ref].ndim

@@ -90,6 +90,8 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
                    help="(old flag) psi centred, beta by the rule")
     p.add_argument("--dense-mass", action="store_true", help="dense NUTS mass matrix")
     p.add_argument("--no-compare", action="store_true", help="skip the fit without psi (no LOO comparison)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the outputs of an earlier fit in --out (refused otherwise)")
     return p
 
 
@@ -104,6 +106,24 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--target-accept must be in (0, 1), got {args.target_accept}")
     if args.seed < 0:
         p.error(f"--seed must be >= 0, got {args.seed}")
+    if args.parametrization == "marginal" and args.likelihood != "gaussian":
+        p.error(f"--parametrization marginal integrates the coefficients out in closed form, which needs "
+                f"--likelihood gaussian (got {args.likelihood}); use coefficients, centered, noncentered or auto")
+    if args.centered_psi and args.parametrization != "auto":
+        p.error(f"--centered-psi (psi centred, beta by the rule) and --parametrization {args.parametrization} "
+                "contradict each other: give one of them")
+
+
+#: The files a recipe writes into ``--out``.
+OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv")
+
+
+def check_out(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An earlier fit's outputs in ``--out`` are replaced only with ``--overwrite`` (exit 2 otherwise)."""
+    found = [f for f in OUTPUTS if (args.out / f).exists()]
+    if found and not args.overwrite:
+        p.error(f"--out {args.out} holds the outputs of an earlier fit ({', '.join(found)}): replace them with "
+                "--overwrite, or choose another --out")
 
 
 def subsample(table: Any, rows: int | None, seed: int, y: Any = None, keep: Any = None) -> Any:
@@ -284,7 +304,8 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     args = p.parse_args(argv)
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
-    table, description = build(args)
+    table, description = build(args)  # may set the default --out (Adult: one folder per grouping)
+    check_out(p, args)
     y, keep, note = (None, None, "the table's reward") if response is None else response(table, args)
     data = subsample(table, args.rows, args.seed, y=y, keep=keep)
     param = args.parametrization
@@ -327,6 +348,8 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
                    "pareto_k_over_0.7": int(np.sum(np.asarray(loo_with.pareto_k) > 0.7)),
                    "converged_without": res0.convergence.as_dict()}
             write_text(out / "loo_compare.csv", cmp.to_csv())
+    if cmp is None:  # no comparison this time: an earlier fit's table (replaced with --overwrite) must go
+        (out / "loo_compare.csv").unlink(missing_ok=True)
 
     write_results(tree, out / "posterior.nc")
     write_text(out / "psi_hdi.csv", psi.to_csv(index=False))

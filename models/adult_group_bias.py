@@ -33,8 +33,8 @@ Writes to ``--out`` (default ``models/artifacts/adult_group_bias_<group>``, giti
 atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png``, ``ppc.png``,
 ``loo_compare.csv`` and ``summary.json`` (see models/_group_bias_recipe.py).
 
-Usage: python models/adult_group_bias.py [--group sex|race] [--out DIR] [--warmup 500]
-       [--samples 500] [--chains 4] [--rows N] [--seed 0]
+Usage: python models/adult_group_bias.py [--group sex|race] [--out DIR] [--warmup 1000]
+       [--samples 1000] [--chains 4] [--rows N] [--seed 0]
        [--likelihood bernoulli|gaussian]   (or: bayesfair fit adult_group_bias [ARGS])
 """
 
@@ -105,7 +105,7 @@ def adult_table(group: str = "sex", *, df: Any = None):
             cols[f"{c}={level}"] = (levels == level).to_numpy(np.float64)
     X = pd.DataFrame(cols)
     info = {"dataset": "adult", "split": "all (adult.data + adult.test), rows with a missing value dropped",
-            "reward": "label (income > 50K), Gaussian", "group_column": column, "reference": names[0],
+            "reward": "label (income > 50K), 0/1", "group_column": column, "reference": names[0],
             "bucket_column": "age", "age_cuts": list(AGE_CUTS), "one_hot_baselines": baselines}
     return biased_table(X.to_numpy(), df["label"].to_numpy(np.float64), g, bucket, group_names=names,
                         bucket_names=AGE_BUCKETS, feature_names=list(X.columns), reference=0, info=info)

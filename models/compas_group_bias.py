@@ -28,7 +28,7 @@ Writes to ``--out`` (default ``models/artifacts/compas_group_bias``, gitignored)
 ESS, R-hat of every psi coordinate), ``psi_forest.png``, ``ppc.png``, ``loo_compare.csv`` and
 ``summary.json`` (see models/_group_bias_recipe.py).
 
-Usage: python models/compas_group_bias.py [--out DIR] [--warmup 500] [--samples 500] [--chains 4]
+Usage: python models/compas_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000] [--chains 4]
        [--rows N] [--seed 0]        (or: bayesfair fit compas_group_bias [ARGS])
 """
 

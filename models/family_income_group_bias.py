@@ -17,17 +17,18 @@ Data (bayesfair.environments.biased.family_income_table, as in the paper's Secti
 experiments/biased_feedback): the Family Income and Expenditure Survey table (41,544 households).
 Group = ``Household Head Sex``: Male is the paper's sensitive group ("male-grouped arms"),
 Female the reference. Arms = 2 sexes x 5 equal-width buckets of ``Household Head Age``
-((8.91, 27], (27, 45], (45, 63], (63, 81], (81, 99]) = 10 arms. Reward = ``Total Household
-Income`` in units of 100,000 PHP. Context = the 57 remaining columns (nominal ones as integer
+((8.91, 27], (27, 45], (45, 63], (63, 81], (81, 99]) = 10 arms. Reward = log of ``Total
+Household Income`` in units of 100,000 PHP (rows with an income <= 0 dropped; ``--raw-income``:
+the income itself), Gaussian. Context = the 57 remaining columns (nominal ones as integer
 codes, as the paper says), z-scored, plus an intercept (d = 58). The ``intercept`` coordinate of
-psi is the difference (Male - Female head) in the income of a household with average features,
+psi is the difference (Male - Female head) in the (log) income of a household with average features,
 beyond what the spread of the arms explains; the others are differences in slopes per sd.
 
 Writes to ``--out`` (default ``models/artifacts/family_income_group_bias``, gitignored),
 atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png`` and
 ``ppc.png``, ``loo_compare.csv`` and ``summary.json`` (see models/_group_bias_recipe.py).
 
-Usage: python models/family_income_group_bias.py [--out DIR] [--warmup 500] [--samples 500]
+Usage: python models/family_income_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000]
        [--chains 4] [--rows N] [--seed 0] [--raw-income]     (or: bayesfair fit family_income_group_bias [ARGS])
 """
 

@@ -125,7 +125,17 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
     from bayesfair.sbc import sbc
 
     files = sorted(out.glob("draws_*.npz"))
-    recs = [json.loads(line) for line in open(out / "replications.jsonl")]
+    # one record per replication with draws (the latest, should a replication have been run again)
+    latest = {}
+    if (out / "replications.jsonl").exists():
+        for line in open(out / "replications.jsonl"):
+            rec = json.loads(line)
+            latest[rec["rep"]] = rec
+    have = {int(f.stem.split("_")[1]) for f in files}
+    recs = [latest[r] for r in sorted(latest) if r in have]
+    if len(recs) != len(files):
+        raise SystemExit(f"{out}: {len(files)} draw files but {len(recs)} replication records match them; the folder "
+                         "mixes runs: start a new --out")
     if len(files) < 2:
         raise SystemExit(f"{out}: {len(files)} replications, need >= 2")
     stored = [dict(np.load(f)) for f in files]
@@ -183,6 +193,33 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
     return summary
 
 
+_SETTINGS = ("warmup", "samples", "draws", "d", "rows", "seed", "dense", "target_accept")
+
+
+def _check_folder(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Replications are added to ``--out`` (``--start`` continues a run): only with the settings of
+    the ones already there (``settings.json``), and never over one already there; the summary would
+    otherwise count records of two runs, or of different designs, as one."""
+    settings = {k: getattr(args, k) for k in _SETTINGS}
+    path = args.out / "settings.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        diff = [f"--{k.replace('_', '-')} {old.get(k)} -> {settings[k]}" for k in _SETTINGS if old.get(k) != settings[k]]
+        if diff:
+            p.error(f"--out {args.out} holds replications made with other settings ({'; '.join(diff)}): use another "
+                    "--out")
+    elif any(args.out.glob("draws_*.npz")):
+        p.error(f"--out {args.out} holds replications without a settings record (an older run): use another --out")
+    done = sorted(int(f.stem.split("_")[1]) for f in args.out.glob("draws_*.npz"))
+    again = [r for r in done if args.start <= r < args.start + args.reps]
+    if again:
+        p.error(f"--out {args.out} already holds replications {again[:5]}{' ...' if len(again) > 5 else ''}: add new "
+                f"ones with --start {max(done) + 1}, or use another --out")
+    from bayesfair.io import write_text
+
+    write_text(path, json.dumps(settings, indent=2))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="sbc_group_bias.py", description=__doc__.strip().splitlines()[0])
     p.add_argument("--reps", type=int, default=100)
@@ -206,8 +243,16 @@ def main(argv=None) -> int:
         p.error(f"--d must be in [2, 15] (COMPAS has 15 context columns incl. the intercept), got {args.d}")
     if args.draws > 4 * args.samples:
         p.error(f"--draws must be <= 4 x --samples = {4 * args.samples}, got {args.draws}")
+    if args.rows is not None and args.rows < 10:
+        p.error(f"--rows must be >= 10 (or left out for all rows), got {args.rows}")
+    for flag in ("seed", "start"):
+        if getattr(args, flag) < 0:
+            p.error(f"--{flag} must be >= 0, got {getattr(args, flag)}")
+    if not 0.0 < args.target_accept < 1.0:
+        p.error(f"--target-accept must be in (0, 1), got {args.target_accept}")
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.analyze:
+        _check_folder(p, args)
         arms, X, groups, ref = design(args.d, args.rows, args.seed)
         print(f"COMPAS design: {arms.size} rows, {groups.size} arms, d={X.shape[1]}; {args.reps} replications of "
               f"4 x ({args.warmup} + {args.samples})", flush=True)

@@ -130,6 +130,39 @@ def test_under_exposure_is_half_at_the_median_and_extreme_far_away(merit):
     np.testing.assert_allclose(far_high["under_exposure"].dataset["p_arm"].values, 0.0)
 
 
+def test_fair_shares_equal_to_the_observed_ones_are_not_under_exposure(merit):
+    """A policy at the bi-level optimum (observed group shares 0.2 / 0.8 up to float32 sums) was
+    'under-exposed' with probability 1 in both groups, and a single group (pi*_g = share_g = 1)
+    too: a strict comparison of values equal up to rounding."""
+    mu = np.tile([0.2, 0.5, 0.55, 0.8], (1, 100, 1))
+    t = dg.posterior_tree({"mu": mu}, merit=merit, group_of_arm=[0, 0, 1, 1], group_floors=[0.2, 0.2],
+                          exposure={"group_exposure_share": [0.2 - 2e-9, 0.8 - 2e-9]})
+    np.testing.assert_allclose(t["posterior"]["pi_star_bilevel"].values.reshape(-1, 2), [[0.2, 0.8]] * 100, rtol=1e-12)
+    np.testing.assert_array_equal(t["under_exposure"]["p_bilevel"].values, [0.0, 0.0])
+    one = dg.posterior_tree({"mu": mu}, merit=merit, group_of_arm=[0, 0, 0, 0],
+                            exposure={"group_exposure_share": [1.0 - 8e-9]})
+    np.testing.assert_array_equal(one["under_exposure"]["p_group"].values, [0.0])
+    # a clear shortfall still counts
+    short = dg.posterior_tree({"mu": mu}, merit=merit, group_of_arm=[0, 0, 1, 1], group_floors=[0.2, 0.2],
+                              exposure={"group_exposure_share": [0.15, 0.85]})
+    np.testing.assert_array_equal(short["under_exposure"]["p_bilevel"].values, [1.0, 0.0])
+
+
+def test_exposure_given_directly_must_be_shares(merit):
+    mu = np.random.default_rng(0).beta(5.0, 3.0, (1, 50, K))
+    with pytest.raises(ValueError, match=r"exposure\['pull_share'\] must be shares in \[0, 1\], got 30 .*counts"):
+        dg.posterior_tree({"mu": mu}, merit=merit, compare="pulls", exposure={"pull_share": [30, 50, 20, 0]})
+    with pytest.raises(ValueError, match=r"exposure\['exposure_share'\] must be shares in \[0, 1\], got -0.1"):
+        dg.posterior_tree({"mu": mu}, merit=merit, exposure={"exposure_share": [0.5, 0.6, -0.1, 0.0]})
+    with pytest.raises(ValueError, match=r"group_exposure_share \[0.1, 0.9\] is not the sum of exposure_share"):
+        dg.posterior_tree({"mu": mu}, merit=merit, group_of_arm=[0, 0, 1, 1],
+                          exposure={"exposure_share": [0.25, 0.25, 0.25, 0.25], "group_exposure_share": [0.1, 0.9]})
+    with pytest.raises(ValueError, match=r"^exposure\['exposure_share'\] must be finite"):
+        dg.posterior_tree({"mu": mu}, merit=merit, exposure={"exposure_share": [0.5, np.nan, 0.25, 0.25]})
+    with pytest.raises(ValueError, match=r"^contexts must be finite"):
+        dg.posterior_tree({"theta": mu[..., :2]}, merit=merit, contexts=np.full((K, 2), np.nan))
+
+
 def test_linear_posterior_theta_with_contexts(merit):
     post = linear_known_variance(0.0, 1.0, 1.0)
     rng = np.random.default_rng(2)

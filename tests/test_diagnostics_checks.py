@@ -196,6 +196,16 @@ def test_observation_errors():
         dg.from_posterior(post, state, observations={"x": obs["arm"], "reward": obs["reward"]})
     with pytest.raises(ValueError, match="do not reproduce the posterior state"):
         dg.from_posterior(post, state, observations={"arm": obs["arm"], "reward": 1.0 - obs["reward"]})
+    # one observation fewer than the state learned from: its counts differ by one (the posterior
+    # means, compared to 1e-3 before, did not show it for a state of thousands of observations)
+    rng = np.random.default_rng(3)
+    arms, r = rng.integers(0, 4, 4000), (rng.uniform(size=4000) < 0.5).astype(float)
+    big = fit(post, 4, arms, r)
+    with pytest.raises(ValueError, match=r"do not reproduce the posterior state: refitting 'beta_bernoulli' to the "
+                                         r"3,999 observations"):
+        dg.from_posterior(post, big, observations={"arm": arms[:-1], "reward": r[:-1]}, n_draws=10)
+    assert "log_likelihood" in dg.from_posterior(post, big, observations={"arm": arms, "reward": r},
+                                                 n_draws=10).children
     tree = dg.from_posterior(post, state, observations={"arm": obs["arm"], "reward": 1.0 - obs["reward"]},
                              check_observations=False, n_draws=10)
     assert "log_likelihood" in tree.children

@@ -196,6 +196,46 @@ def test_adult_table_follows_the_documented_choices():
 # ------------------------------------------------------------------------------ recipe entry points
 
 
+def test_a_recipe_does_not_replace_an_earlier_fit_without_overwrite(tmp_path, monkeypatch, capsys):
+    """The recipes replaced posterior.nc, summary.json, ... in --out silently, and kept an earlier
+    fit's loo_compare.csv beside a fit without a comparison."""
+    if not RECIPES["compas_group_bias"].exists():
+        pytest.skip(f"data for compas_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        _recipe("compas_group_bias").main(["--rows", "100", "--out", str(out)])
+    assert exc.value.code == 2
+    assert "holds the outputs of an earlier fit (summary.json)" in capsys.readouterr().err
+    assert (out / "summary.json").read_text() == "{}"
+
+
+def test_a_recipe_s_exit_message_is_printed_by_bayesfair_fit(tmp_path, capsys):
+    """A recipe's SystemExit("message") came out of `bayesfair fit` as exit 1 and nothing else."""
+    assert cli.main(["fit", "--models-dir", str(MODELS), "sbc_group_bias", "--analyze", "--out", str(tmp_path)]) == 1
+    assert "bayesfair: " + str(tmp_path) + ": 0 replications, need >= 2" in capsys.readouterr().err
+
+
+def test_sbc_replications_are_not_mixed(tmp_path, capsys):
+    """Running the same SBC command twice into one --out appended records (twice as many as the
+    draws files) and the summary counted them: refused; another design in the same folder too."""
+    out = tmp_path / "sbc"
+    out.mkdir()
+    (out / "settings.json").write_text(json.dumps({"warmup": 30, "samples": 30, "draws": 20, "d": 2, "rows": 400,
+                                                   "seed": 0, "dense": False, "target_accept": 0.9}))
+    (out / "draws_0000.npz").write_bytes(b"")
+    base = ["--warmup", "30", "--samples", "30", "--draws", "20", "--d", "2", "--rows", "400", "--no-dense",
+            "--out", str(out)]
+    for args, message in ((["--reps", "2", *base], "already holds replications [0]: add new ones with --start 1"),
+                          (["--reps", "1", "--start", "1", *base[:-2], "--seed", "3", "--out", str(out)],
+                           "other settings (--seed 0 -> 3)")):
+        with pytest.raises(SystemExit) as exc:
+            _recipe("sbc_group_bias").main(args)
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name,args,message", [
     ("adult_group_bias", ["--group", "age"], "invalid choice: 'age'"),
     ("adult_group_bias", ["--rows", "0"], "--rows must be >= 10"),
@@ -204,6 +244,13 @@ def test_adult_table_follows_the_documented_choices():
     ("compas_group_bias", ["--samples", "0"], "--samples must be >= 1"),
     ("compas_group_bias", ["--seed", "-1"], "--seed must be >= 0"),
     ("adult_group_bias", ["--target-accept", "1.0"], "--target-accept must be in (0, 1)"),
+    # a combination the likelihood cannot take, and two flags that contradict each other (the
+    # first failed after loading the data with exit 1; the second dropped --parametrization)
+    ("compas_group_bias", ["--parametrization", "marginal"], "--parametrization marginal"),
+    ("compas_group_bias", ["--parametrization", "coefficients", "--centered-psi"], "contradict each other"),
+    ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
+    ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
+    ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(name, args, message, capsys):
     with pytest.raises(SystemExit) as exc:

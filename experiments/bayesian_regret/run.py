@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import bayesfair  # noqa: F401  (before jax: exposes one CPU device per core)
-from bayesfair.config import load_config
+from bayesfair.config import ConfigError, load_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bayesian_regret.toml"
 
@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
                  if value is not None]
     if args.horizon is not None:
         overrides.append(f"checkpoints=[{args.horizon}]")
-    study = load_config(CONFIG, overrides)
+    try:
+        study = load_config(CONFIG, overrides)
+    except ConfigError as exc:  # e.g. --runs 0: exit 2 naming the setting, not a traceback
+        p.error(str(exc))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = study.run()

@@ -216,12 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    summary: dict[str, Any] = {"scale": args.scale, "seed": args.seed, "figures": {}}
+    summary: dict[str, Any] = {"scale": args.scale, "seed": args.seed, "group": args.group, "figures": {}}
     summary_path = args.out / "summary.json"
-    if summary_path.is_file():  # keep the other figure's entry when only one is rerun
+    if summary_path.is_file():  # keep the other figure's entry when only one is rerun with the same settings
         try:
             old = json.loads(summary_path.read_text())
-            if old.get("scale") == args.scale:
+            if all(old.get(k) == summary[k] for k in ("scale", "seed", "group")):
                 summary["figures"].update(old.get("figures", {}))
         except (OSError, json.JSONDecodeError):
             pass

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import load_config
+from bayesfair.config import ConfigError, load_config
 from bayesfair.io import write_text
 from bayesfair.plotting import save_figure
 
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="only draw the figure from an existing results file (into --out) and exit")
     args = p.parse_args(argv)
     if args.figure_from is not None:
+        if not args.figure_from.is_file():
+            p.error(f"--figure-from: no results file at {args.figure_from}")
         print(figure(bf.read_results(args.figure_from), args.out / "long_horizon_fr.png"))
         return 0
 
@@ -47,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                                                       ("environment.n_arms", args.arms),
                                                       ("chunk_size", args.chunk_size), ("seed", args.seed))
                  if value is not None]
-    study = load_config(CONFIG, overrides)
+    try:
+        study = load_config(CONFIG, overrides)
+    except ConfigError as exc:  # e.g. --runs 0: exit 2 naming the setting, not a traceback
+        p.error(str(exc))
     horizon = study.horizon
     marker = max(horizon // 100, 1)
     grid = np.union1d(study.checkpoints, [marker])
