@@ -494,8 +494,8 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
                 values[s.name][:, at:at + n] = (before[:, None] + vals if s.combine == SUM else
                                                 np.minimum(before[:, None], vals) if s.combine == MIN else vals)
             end = acc_value(acc, s)
-            _check_finite_metric(name or policy.name, policy, s.name, end, first, last)
-            if s.combine == SUM:
+            if s.combine == SUM:  # cumulative sums only: a tracked latest value (LAST) may be NaN by design
+                _check_finite_metric(name or policy.name, policy, s.name, end, first, last)
                 totals[s.name] = before + end
             elif s.combine == MIN:
                 totals[s.name] = np.minimum(before, end)
@@ -678,7 +678,7 @@ _MERIT_TERMS = ("fairness_regret", "reward_regret", "group_fairness_regret")
 
 
 def _check_finite_metric(name: str, policy: Policy, metric: str, values: np.ndarray, t0: int, t_end: int) -> None:
-    """Raise :class:`SimulationError` if a chunk's value of a float metric is NaN or infinite.
+    """Raise :class:`SimulationError` if a chunk's sum of a float metric is NaN or infinite.
 
     pi_t and the reward are checked every round (``_check_valid``); a metric term can still be
     non-finite on its own, e.g. the FairX regrets of a merit evaluated outside its domain on a
