@@ -113,10 +113,6 @@ __all__ = [
 # --------------------------------------------------------------------------- inputs
 
 
-def _key(key: Any) -> jax.Array:
-    return as_key(key, "key")
-
-
 # --------------------------------------------------------------------------- adapters
 
 
@@ -195,7 +191,7 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
         }
         return samples, stats, "mcmc"
     n_draws = positive_int("n_draws", n_draws)
-    keys = jax.random.split(_key(key), n_draws)
+    keys = jax.random.split(as_key(key, "key"), n_draws)
     try:
         mean = _named_draws(posterior, posterior.mean(state))
     except Exception as exc:  # a state of another family
@@ -265,7 +261,7 @@ def _from_posterior_checked(posterior: PosteriorFamily, state: Any, observations
         raise ValueError("observations (model-checking groups) need a conjugate posterior state; the MCMC "
                          "fallback's draws are not joint draws of an observation model")
     n_draws = positive_int("n_draws", n_draws)
-    post, prior, groups = model_check(posterior, st, observations, key=_key(key), n_draws=n_draws, check=check)
+    post, prior, groups = model_check(posterior, st, observations, key=as_key(key, "key"), n_draws=n_draws, check=check)
     extra: dict[str, Any] = {"posterior": posterior.name, "observations": int(groups["observed_data"].sizes["obs"])}
     extra.update(kwargs.pop("attrs", None) or {})
     dims = {k: list(v) for k, v in posterior.observation.dims.items()}

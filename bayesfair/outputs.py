@@ -98,8 +98,16 @@ def _short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-#: The figures :func:`bayesfair.report.write_figures` writes, ``<stem>.<kind>.png``.
+#: The figures :func:`bayesfair.report.write_figures` writes, ``<stem>.<kind>.png`` (:func:`figure_file`).
 FIGURE_KINDS = ("regret", "exposure", "groups", "sweep")
+
+
+def figure_file(folder: Path, stem: str, kind: str) -> Path:
+    """Where the figure ``kind`` of the results ``<folder>/<stem>.nc`` goes (one rule for writing
+    and for :func:`derived_files`)."""
+    if kind not in FIGURE_KINDS:
+        raise ValueError(f"figure kind must be one of {FIGURE_KINDS}, got {kind!r}")
+    return folder / (f"{stem}.{kind}.png" if stem else f"{kind}.png")
 
 
 def derived_files(folder: Path, stem: str) -> list[Path]:
@@ -109,7 +117,7 @@ def derived_files(folder: Path, stem: str) -> list[Path]:
     if not folder.is_dir():
         return []
     found = [folder / f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
-    found += [folder / f"{stem}.{kind}.png" for kind in FIGURE_KINDS]
+    found += [figure_file(folder, stem, kind) for kind in FIGURE_KINDS]
     found += [folder / f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
     return [p for p in found if p.is_file()]
 

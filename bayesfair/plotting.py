@@ -157,9 +157,9 @@ def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[flo
     in a corner free of data, else outside the axes.
     """
     if metrics is None:
-        metrics = ("fairness_regret", "reward_regret", *(("bf_regret",) if "bf_regret" in ds else ()))
-        if "fairness_regret" not in ds and "regret" in ds:  # no merit: no FairX regret
-            metrics = ("regret", *(("bf_regret",) if "bf_regret" in ds else ()))
+        fairx = "fairness_regret" in ds or "regret" not in ds  # without a merit: the conventional regret
+        metrics = (*(("fairness_regret", "reward_regret") if fairx else ("regret",)),
+                   *(("bf_regret",) if "bf_regret" in ds else ()))
     missing = [m for m in metrics if m not in ds]
     if missing:
         raise ValueError(f"the results have no {missing} (variables: {list(ds.data_vars)})")

@@ -79,13 +79,10 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
     exposure over rounds against the floors).
     """
     from bayesfair import plotting
-    from bayesfair.outputs import FIGURE_KINDS
+    from bayesfair.outputs import figure_file
 
-    prefix = f"{stem}." if stem else ""
-
-    def figure(kind: str) -> Path:  # the names bayesfair.outputs.derived_files knows
-        assert kind in FIGURE_KINDS, kind
-        return folder / f"{prefix}{kind}.png"
+    def figure(kind: str) -> Path:
+        return figure_file(folder, stem, kind)
 
     keys = _sweep_keys(ds)
     if keys:

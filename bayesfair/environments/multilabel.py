@@ -109,10 +109,6 @@ def draw_example(key: jax.Array, n_examples: int) -> jax.Array:
 # validation
 
 
-def _as_key(key: Any) -> jax.Array:
-    return as_key(key, "key")
-
-
 def _check_labels(labels: Any, n_rows: int | None) -> np.ndarray:
     try:
         arr = np.asarray(labels, dtype=np.float64)
@@ -200,7 +196,7 @@ def rff_params(key: Any, in_dim: int, n_rff: int, scale: float) -> tuple[np.ndar
 
     Deterministic given ``key`` (an int seed or a jax key); float64 numpy arrays.
     """
-    key = _as_key(key)
+    key = as_key(key, "key")
     in_dim = positive_int("in_dim", in_dim)
     n_rff = positive_int("n_rff", n_rff)
     scale = finite_float("scale", scale)
@@ -273,7 +269,7 @@ def multilabel_tables(
     y = _check_labels(labels, x.shape[0])
     n_rff = positive_int("n_rff", n_rff)
     scale = _check_scale(rff_scale)
-    rff_key = _as_key(key)
+    rff_key = as_key(key, "key")
     if not isinstance(standardize, (bool, np.bool_)):
         raise TypeError(f"standardize must be True or False, got {standardize!r}")
     bias = finite_float("bias", bias)
@@ -407,7 +403,7 @@ def multilabel_bandit(
         cfg.update({
             "n_rff": n_features, "rff_scale": tables.bandwidth,
             "rff_scale_rule": "median" if isinstance(rff_scale, str) else "given",
-            "rff_key": np.asarray(jax.random.key_data(_as_key(key))).tolist(),
+            "rff_key": np.asarray(jax.random.key_data(as_key(key, "key"))).tolist(),
             "standardize": bool(standardize), "bias": float(bias), "ridge": ridge,
             "fit_r2": float(1.0 - (resid**2).sum() / ((tables.labels - tables.label_means) ** 2).sum()),
             "fitted_mean_range": [float(fitted.min()), float(fitted.max())],
