@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from bayesfair._validate import as_key
 from bayesfair.diagnostics_inputs import _labels_from, observed_exposure
 from bayesfair.diagnostics_tree import _COMPARE, SHARE_TOL, _add_mu_from_theta, _fair_quantities
 from bayesfair.merit import Merit, resolve_merit
@@ -101,7 +102,7 @@ def exposure_gap(results: Any, states: Mapping[str, Any], policy: str, posterior
     """
     import pandas as pd
 
-    from bayesfair.diagnostics import _key, posterior_draws, run_state
+    from bayesfair.diagnostics import posterior_draws, run_state
 
     if compare not in _COMPARE:
         raise ValueError(f"compare must be one of {_COMPARE}, got {compare!r}")
@@ -110,7 +111,7 @@ def exposure_gap(results: Any, states: Mapping[str, Any], policy: str, posterior
     run_list = list(range(n_runs)) if runs is None else [int(r) for r in runs]
     if not run_list or any(not 0 <= r < n_runs for r in run_list):
         raise ValueError(f"runs must be a non-empty sequence of run indices in [0, {n_runs - 1}], got {runs!r}")
-    base = _key(key)
+    base = as_key(key, "key")
     kind = "exposure" if compare == "exposure" else "pull"
     arm_gap, group_gap, shares, group_shares, pis, mus, true_mu = [], [], [], [], [], [], []
     labels = None
