@@ -12,7 +12,7 @@ import operator as _operator
 import os as _os
 import warnings as _warnings
 
-__version__ = "0.1.0"
+from bayesfair.core.version import __version__
 
 
 def set_host_devices(n: int) -> bool:
@@ -73,8 +73,10 @@ def _default_host_devices() -> None:
 
 _default_host_devices()
 
-from bayesfair import merit  # noqa: E402
-from bayesfair.compat import IncompatibleError  # noqa: E402
+from bayesfair.core import merit  # noqa: E402
+from bayesfair.core.compat import IncompatibleError  # noqa: E402
+from bayesfair.core.groups import Groups  # noqa: E402
+from bayesfair.core.merit import Merit, fair_policy  # noqa: E402
 from bayesfair.environments import (  # noqa: E402
     UniformMeans,
     bernoulli_arms,
@@ -89,10 +91,6 @@ from bayesfair.environments import (  # noqa: E402
     synthetic_biased,
     yeast_bandit,
 )
-from bayesfair.groups import Groups  # noqa: E402
-from bayesfair.io import ResultsFileError, read_results, tidy, write_results  # noqa: E402
-from bayesfair.merit import Merit, fair_policy  # noqa: E402
-from bayesfair.outputs import OutputError  # noqa: E402
 from bayesfair.policies import (  # noqa: E402
     Policy,
     bf_ts,
@@ -135,7 +133,9 @@ from bayesfair.posteriors import (  # noqa: E402
     normal_inverse_gamma,
     normal_known_variance,
 )
-from bayesfair.simulate import SimulationError, checkpoint_grid, simulate  # noqa: E402
+from bayesfair.simulation.results import ResultsFileError, read_results, tidy, write_results  # noqa: E402
+from bayesfair.simulation.simulator import SimulationError, checkpoint_grid, simulate  # noqa: E402
+from bayesfair.workflow.outputs import OutputError  # noqa: E402
 
 __all__ = [
     "__version__",

@@ -109,7 +109,7 @@ def _trailing_prose(app, what, name, obj, options, lines):
 
 
 def _skip_foreign(app, what, name, obj, skip, options):
-    """Document bayesfair's own objects only (``bayesfair.types.Array`` is ``jax.Array``)."""
+    """Document bayesfair's own objects only (``bayesfair.core.types.Array`` is ``jax.Array``)."""
     module = getattr(obj, "__module__", None)
     if what == "module" and isinstance(module, str) and not module.startswith("bayesfair"):
         return True

@@ -7,8 +7,8 @@ calls :func:`run`, which fits the hierarchical group-bias model of the biased-fe
 :func:`bayesfair.posteriors.group_bias.group_bias_model`) by NUTS and writes, atomically, to
 ``--out`` (default ``models/artifacts/<recipe>/``, gitignored).
 
-NUTS (``bayesfair.fitting.fit``, the one entry point): 4 chains x (1000 warm-up + 1000 draws,
-``fitting.fit``'s default) in float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fitting.fit``
+NUTS (``bayesfair.inference.fit``, the one entry point): 4 chains x (1000 warm-up + 1000 draws,
+``fit``'s default) in float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fit``
 (Gaussian: the coefficients integrated out, NUTS on the scales; Bernoulli/binomial: NUTS on the
 arms' coefficients when the data inform them, else ``fitting.choose_parametrization``'s
 centring; ``--parametrization`` to force one), ``--dense-mass``
@@ -134,7 +134,7 @@ def subsample(table: Any, rows: int | None, seed: int, y: Any = None, keep: Any 
     preprocessing (z-scoring) stays that of the whole table. A subsample may leave an arm without
     rows: the model stays proper (that arm's beta comes from the population prior).
     """
-    from bayesfair.fitting import group_bias_data
+    from bayesfair.inference.fitting import group_bias_data
 
     y = table.rewards if y is None else np.asarray(y)
     idx = np.arange(table.rewards.size) if keep is None else np.flatnonzero(keep)
@@ -294,9 +294,9 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     import arviz as az
 
     from bayesfair.diagnostics import from_group_bias_fit
-    from bayesfair.fitting import fit
-    from bayesfair.io import write_results, write_text
+    from bayesfair.inference.fitting import fit
     from bayesfair.plotting import save_figure
+    from bayesfair.simulation.results import write_results, write_text
 
     p = parser(name, doc, likelihood=likelihood)
     if add_args is not None:

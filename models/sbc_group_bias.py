@@ -1,4 +1,4 @@
-"""Simulation-based calibration of the NUTS group-bias fit (bayesfair.fitting.fit) on the COMPAS design.
+"""Simulation-based calibration of the NUTS group-bias fit (bayesfair.inference.fitting.fit) on the COMPAS design.
 
 Model: the hierarchical group-bias model of group_fairness_biased_feedback_aamas2022, Section 3.1,
 Eq. 2 (bayesfair.posteriors.group_bias.group_bias_model), Gaussian likelihood, every scale drawn
@@ -10,10 +10,10 @@ Design: the real COMPAS table's arms (2 race groups x 3 age categories = 6 arms)
 (or a ``--rows`` subsample). Replication r: draw (beta_bar, beta, psi, tau, s, sigma) from the
 prior, simulate y on the design, fit with ``fitting.fit`` (defaults: 4 chains, float64, the
 automatic centred/non-centred rule; ``--warmup``/``--samples`` per chain), keep ``--draws``
-equally spaced posterior draws and rank the truth among them (bayesfair.sbc.sbc).
+equally spaced posterior draws and rank the truth among them (bayesfair.inference.sbc.sbc).
 
 Reports: the 90% coverage of psi (and of every parameter), the uniformity p-values (chi-square
-and ECDF, smallest over the parameters, with the family-wise alpha of bayesfair.sbc), and per
+and ECDF, smallest over the parameters, with the family-wise alpha of bayesfair.inference.sbc), and per
 replication the convergence verdict, the frozen chains, max R-hat, divergences, the step sizes;
 a replication whose chains froze but was reported converged counts as a failure of the verdict.
 
@@ -74,7 +74,7 @@ def one_replication(r, args, arms, X, groups, reference, out: Path):
 
     import jax
 
-    from bayesfair import fitting
+    from bayesfair.inference import fitting
 
     key = jax.random.fold_in(jax.random.key(args.seed), r)
     theta, y = prior_and_data(key, arms, X, groups, reference)
@@ -119,10 +119,10 @@ def _param_label(rec: dict) -> str:
 
 
 def analyze(out: Path, alpha: float = 1e-3) -> dict:
-    """SBC statistics of every finished replication in ``out`` (bayesfair.sbc.sbc on the stored draws)."""
+    """SBC statistics of every finished replication in ``out`` (bayesfair.inference.sbc.sbc on the stored draws)."""
     import jax
 
-    from bayesfair.sbc import sbc
+    from bayesfair.inference.sbc import sbc
 
     files = sorted(out.glob("draws_*.npz"))
     # one record per replication with draws (the latest, should a replication have been run again)
@@ -150,9 +150,9 @@ def analyze(out: Path, alpha: float = 1e-3) -> dict:
         return None
 
     # ranks among L draws take L + 1 values; the chi-square test needs equiprobable bins that
-    # divide them (bayesfair.sbc._bins): 100 stored draws give 101 values (prime, 1 bin), so rank
+    # divide them (bayesfair.inference.sbc._bins): 100 stored draws give 101 values (prime, 1 bin), so rank
     # among the first L <= 100 draws with the most bins (any fixed subset of the draws is valid)
-    from bayesfair.sbc import _bins
+    from bayesfair.inference.sbc import _bins
 
     stored_l = min(int(s[f"draw_{NAMES[0]}"].shape[0]) for s in stored)
     use = max(range(max(1, stored_l - 10), stored_l + 1), key=lambda L: (_bins(L + 1, len(stored)), L))
@@ -204,7 +204,8 @@ def _check_folder(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     path = args.out / "settings.json"
     if path.exists():
         old = json.loads(path.read_text())
-        diff = [f"--{k.replace('_', '-')} {old.get(k)} -> {settings[k]}" for k in _SETTINGS if old.get(k) != settings[k]]
+        diff = [f"--{k.replace('_', '-')} {old.get(k)} -> {settings[k]}" for k in _SETTINGS
+                if old.get(k) != settings[k]]
         if diff:
             p.error(f"--out {args.out} holds replications made with other settings ({'; '.join(diff)}): use another "
                     "--out")
@@ -215,7 +216,7 @@ def _check_folder(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if again:
         p.error(f"--out {args.out} already holds replications {again[:5]}{' ...' if len(again) > 5 else ''}: add new "
                 f"ones with --start {max(done) + 1}, or use another --out")
-    from bayesfair.io import write_text
+    from bayesfair.simulation.results import write_text
 
     write_text(path, json.dumps(settings, indent=2))
 

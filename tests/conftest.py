@@ -1,7 +1,7 @@
 """Shared fixtures. Importing bayesfair first lets it expose one CPU device per core, so the
 tests exercise the sharded simulator that users get by default.
 
-The persistent compilation cache (bayesfair._compile) goes to pytest's own cache folder
+The persistent compilation cache (bayesfair.core._compile) goes to pytest's own cache folder
 (``.pytest_cache/d/bayesfair-jax``, ignored by git, removed by ``make clean``), never to the
 user's home; the variable is set for the whole session, so the CLI tests' subprocesses share it
 and a second ``make test`` loads the compiled chunk functions instead of compiling them."""
@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import pytest
 
-from bayesfair import merit as merit_mod
+from bayesfair.core import merit as merit_mod
 
 
 def pytest_configure(config):

@@ -30,11 +30,11 @@ from jax import lax
 from scipy.stats import norm
 
 import bayesfair as bf
-from bayesfair import fitting
+from bayesfair.core.types import Observation, Spec
 from bayesfair.environments import biased as eb
+from bayesfair.inference import fitting
 from bayesfair.policies import biased as pb
 from bayesfair.posteriors import group_bias as gb
-from bayesfair.types import Observation, Spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))

@@ -7,8 +7,8 @@ import pytest
 from jax.scipy.linalg import solve_triangular
 
 import bayesfair.policies.biased as pb
+from bayesfair.core.types import Observation
 from bayesfair.environments.biased import synthetic_biased
-from bayesfair.types import Observation
 
 
 def _factor(rng, d):

@@ -27,9 +27,9 @@ import pytest
 from jax import lax
 
 import bayesfair as bf
-from bayesfair.merit import Merit
+from bayesfair.core.merit import Merit
+from bayesfair.core.types import Observation, Spec
 from bayesfair.policies import bilevel as bl
-from bayesfair.types import Observation, Spec
 
 M = bf.merit.exponential(3.0)
 SIZES = (1, 3, 2)  # uneven on purpose

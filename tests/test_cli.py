@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bayesfair import cli
+from bayesfair.workflow import cli
 
 
 def test_demo_tiny(tmp_path, capsys):
@@ -25,7 +25,7 @@ def test_bad_arguments_exit_2(args):
 
 
 def test_console_script_help():
-    res = subprocess.run([sys.executable, "-m", "bayesfair.cli", "demo", "--help"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "bayesfair", "demo", "--help"], capture_output=True, text=True)
     assert res.returncode == 0 and "--horizon" in res.stdout
 
 
@@ -40,7 +40,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bayesfair import io  # noqa: E402
+from bayesfair.simulation import results as io  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = """
@@ -169,7 +169,7 @@ def test_sigint_saves_state_and_resume_matches(tiny_config, tmp_path):
     cfg.write_text(TINY.replace("horizon = 48", "horizon = 4000").replace("checkpoints = [1, 16, 30, 48]",
                                                                           "checkpoints = 20"))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "bayesfair.cli", "simulate", str(cfg), "--out", str(out), "-q"]
+    cmd = [sys.executable, "-m", "bayesfair", "simulate", str(cfg), "--out", str(out), "-q"]
     # a background shell starts children with SIGINT ignored; give this one the default (Ctrl-C) handling
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -232,7 +232,7 @@ def test_sweep_on_dask_then_plot_and_report_end_to_end(tmp_path, capsys):
 
 def test_list_shows_every_description_whole(capsys):
     """`bayesfair list` wraps descriptions at word boundaries instead of cutting them."""
-    from bayesfair import registry
+    from bayesfair.workflow import registry
 
     assert cli.main(["list"]) == 0
     flat = " ".join(capsys.readouterr().out.split())

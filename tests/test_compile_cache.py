@@ -1,4 +1,4 @@
-"""Compilation reuse (bayesfair._compile, simulate's chunk-function cache, the progress ETA)."""
+"""Compilation reuse (bayesfair.core._compile, simulate's chunk-function cache, the progress ETA)."""
 
 import contextlib
 import json
@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import bayesfair
-import bayesfair.simulate  # noqa: F401  (the module; bayesfair.simulate is the function)
-from bayesfair import _compile
-from bayesfair.metric_parts import Conventional
+import bayesfair.simulation.simulator  # noqa: F401
+from bayesfair.core import _compile
+from bayesfair.simulation.metric_parts import Conventional
 
-sim_mod = sys.modules["bayesfair.simulate"]
+sim_mod = sys.modules["bayesfair.simulation.simulator"]
+env_base = sys.modules["bayesfair.environments.base"]
 
 
 def _counting_build(monkeypatch):
@@ -89,7 +90,7 @@ def test_different_policies_never_share_a_compiled_function(monkeypatch, exp4):
     sim_mod._FNS.clear()
     built = _counting_build(monkeypatch)
     pols = {"ts4": bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4),
-            "ts1": bayesfair.fairx_ts(bayesfair.beta_bernoulli(), bayesfair.merit.exponential(1.0)),
+            "ts1": bayesfair.fairx_ts(bayesfair.beta_bernoulli(), bayesfair.core.merit.exponential(1.0)),
             "ts4_prior": bayesfair.fairx_ts(bayesfair.beta_bernoulli(2.0, 5.0), exp4)}
     together = {name: _sim(pol, horizon=40) for name, pol in pols.items()}
     assert len(built) == len(pols)
@@ -113,7 +114,7 @@ def test_trace_key_compares_data_by_value_and_functions_by_identity():
     assert k(np.arange(3), keep) != k(np.arange(3.0), keep)  # dtype matters
     assert k(np.zeros((2, 3)), keep) != k(np.zeros((3, 2)), keep)  # shape matters
     assert k(1, keep) != k(1.0, keep) and k(True, keep) != k(1, keep)
-    assert k(bayesfair.merit.exponential(2.0), keep) != k(bayesfair.merit.exponential(3.0), keep)
+    assert k(bayesfair.core.merit.exponential(2.0), keep) != k(bayesfair.core.merit.exponential(3.0), keep)
     assert f in keep and g in keep  # identities are held alive by the caller
 
 
@@ -201,6 +202,7 @@ def test_pre_flight_checks_turn_the_cache_on_before_they_compile(monkeypatch, ex
     # checked, the bi-level study's config load compiled ~0.55 s afresh in every process.
     calls: list[str] = []
     monkeypatch.setattr(sim_mod, "enable_persistent_cache", lambda: calls.append("on"))
+    monkeypatch.setattr(env_base, "enable_persistent_cache", lambda: calls.append("on"))  # run_means' module
     env = bayesfair.bernoulli_arms(np.array([0.3, 0.6]))  # a new environment: run_means builds its function
     policies = {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}
     with _backend_compiles(calls) as events:
@@ -265,7 +267,7 @@ def test_new_process_writes_and_then_reads_the_cache(tmp_path):
         import bayesfair, numpy as np
         env = bayesfair.bernoulli_arms(np.array([0.2, 0.7]))
         bayesfair.simulate(0, env, {"ts": bayesfair.thompson(bayesfair.beta_bernoulli())}, 8, 2, chunk_size=8)
-        from bayesfair import _compile
+        from bayesfair.core import _compile
         print(json.dumps(_compile.enable_persistent_cache()))
     """)
     folder = tmp_path / "cache"
@@ -368,10 +370,10 @@ def test_fair_policies_is_one_program_with_the_op_by_op_numbers():
     # a fresh R = 100 study's 2.8 s). Now one jitted program per merit; same float64 numbers.
     import jax
 
-    from bayesfair.merit import fair_policy, group_fair_policy
-    from bayesfair.metric_parts import fair_policies
+    from bayesfair.core.merit import fair_policy, group_fair_policy
+    from bayesfair.simulation.metric_parts import fair_policies
 
-    merit = bayesfair.merit.exponential(3.7)  # a merit no other test uses: the call must compile
+    merit = bayesfair.core.merit.exponential(3.7)  # a merit no other test uses: the call must compile
     groups = bayesfair.Groups.from_labels([0, 1, 1, 0, 2])
     means = np.random.default_rng(5).uniform(0.05, 0.95, (6, 5))
     with _backend_compiles([]) as events:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair import registry
-from bayesfair.config import ConfigError, Study, load_config, parse_config, parse_override, set_path
+from bayesfair.workflow import registry
+from bayesfair.workflow.config import ConfigError, Study, load_config, parse_config, parse_override, set_path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "experiments" / "configs"
@@ -191,7 +191,7 @@ def test_demo_config_is_the_demo_study():
     chunk_size), so equal configurations give equal numbers (checked end to end in the slow test
     of tests/test_cli.py).
     """
-    from bayesfair.cli import DEMO_MEANS
+    from bayesfair.workflow.cli import DEMO_MEANS
 
     study = load_config(CONFIGS / "demo.toml")
     merit = bf.merit.exponential(4.0)

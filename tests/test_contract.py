@@ -26,11 +26,11 @@ from _checks import assert_valid_selection
 from jax import lax
 
 import bayesfair as bf
-from bayesfair import registry
 from bayesfair.datasets import MissingFileError
-from bayesfair.persist import load_policy, save_policy
 from bayesfair.posteriors import fit
 from bayesfair.posteriors.linear import fit_linear
+from bayesfair.workflow import registry
+from bayesfair.workflow.persist import load_policy, save_policy
 
 HIST = (0, 4, 30)  # history lengths: before, during and after the initial rounds of the policies
 KEYS_PER_HIST = 4

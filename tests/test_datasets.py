@@ -287,7 +287,7 @@ def test_cache_dir(monkeypatch, tmp_path):
 def test_data_folder_rule(monkeypatch, tmp_path, capsys):
     """One rule: BAYESFAIR_DATA, else shared/data beside the checkout bayesfair is imported from
     (whatever the working directory), else the user cache; the CLI reports the same folder."""
-    from bayesfair.cli import main
+    from bayesfair.workflow.cli import main
 
     repo = tmp_path / "checkout" / "bayesfair-repo"
     repo.mkdir(parents=True)

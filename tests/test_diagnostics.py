@@ -192,7 +192,7 @@ def test_psi_draws_and_extra_sites():
     fig = plotting.plot_psi_forest(dg.posterior_tree({"psi": psi}, group_names=["ref", "g1"]))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert len(labels) == 6 and labels[0] == "ref, 0"
-    plotting._plt().close(fig)
+    plotting.pyplot().close(fig)
 
 
 @pytest.fixture(scope="module")
@@ -278,11 +278,11 @@ def test_from_simulation_with_states_and_plots(merit):
     assert at30.attrs["round"] == 30
     for level in ("arm", "group", "within", "bilevel"):
         fig = plotting.plot_merit_exposure(tree, level=level)
-        plotting._plt().close(fig)
+        plotting.pyplot().close(fig)
     fig = plotting.plot_exposure_over_time(ds, "BF-TS", tree=tree)
-    plotting._plt().close(fig)
+    plotting.pyplot().close(fig)
     fig = plotting.plot_exposure_over_time(ds, "BF-TS", tree=tree, level="group", run=1)
-    plotting._plt().close(fig)
+    plotting.pyplot().close(fig)
     with pytest.raises(ValueError, match="level"):
         plotting.plot_merit_exposure(tree, level="nope")
     with pytest.raises(ValueError, match="policy"):
@@ -428,4 +428,4 @@ def test_yeast_notebook_code_cells_run(tmp_path, monkeypatch):
     for i, cell in enumerate(cells):
         exec(compile(ast.parse(cell), f"cell {i}", "exec"), namespace)
     assert "sample_stats" in namespace["htree"].children
-    plotting._plt().close("all")
+    plotting.pyplot().close("all")

@@ -1,4 +1,4 @@
-"""Model-checking groups of the diagnostics tree (bayesfair.diagnostics_checks).
+"""Model-checking groups of the diagnostics tree (bayesfair.diagnostics.checks).
 
 The pointwise log-likelihood is compared with scipy.stats on the tree's own draws; the
 predictive draws are checked in expectation with tolerances of 6 Monte Carlo standard errors.
@@ -13,8 +13,8 @@ from scipy import stats
 
 import bayesfair as bf
 from bayesfair import diagnostics as dg
-from bayesfair.logs import RoundLog
 from bayesfair.posteriors import fit, fit_linear, linear_known_variance, linear_normal_inverse_gamma
+from bayesfair.workflow.logs import RoundLog
 
 matplotlib.use("Agg")
 

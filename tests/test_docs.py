@@ -130,7 +130,7 @@ def test_readme_algorithm_table_exists_in_the_code():
     """Every module of the algorithm table imports, and every algorithm it names is registered."""
     import importlib
 
-    from bayesfair import registry
+    from bayesfair.workflow import registry
 
     rows = _readme_table()
     assert len(rows) >= 10

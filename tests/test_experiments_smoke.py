@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair.config import load_config
-from bayesfair.sweep import Sweep
+from bayesfair.workflow.config import load_config
+from bayesfair.workflow.sweep import Sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "experiments" / "configs"
@@ -200,7 +200,7 @@ def test_every_experiment_readme_names_its_configs(readme):
 
 def test_the_demo_config_is_the_packaged_one():
     """`bayesfair demo` runs the config shipped in the package; experiments/configs/demo.toml is it."""
-    from bayesfair.cli import demo_config
+    from bayesfair.workflow.cli import demo_config
 
     assert demo_config().is_file() and demo_config().parent.name == "data"
     assert (CONFIGS / "demo.toml").read_bytes() == demo_config().read_bytes()
@@ -218,7 +218,7 @@ def test_yeast_validation_part_shares_the_test_parts_random_fourier_map(monkeypa
     from bayesfair.datasets import load_yeast
     from bayesfair.environments import multilabel_bandit
     from bayesfair.environments.multilabel import yeast_bandit_config as yeast_bandit
-    from bayesfair.tuning import validation_split
+    from bayesfair.workflow.tuning import validation_split
 
     df = load_yeast("all")
     x, y = df[list(df.attrs["features"])].to_numpy(np.float64), df[list(df.attrs["labels"])].to_numpy(np.float64)

@@ -12,7 +12,8 @@ import pytest
 import bayesfair as bf
 from bayesfair import diagnostics as dg
 from bayesfair import plotting
-from bayesfair.logs import RoundLog
+from bayesfair.plotting import figures
+from bayesfair.workflow.logs import RoundLog
 
 matplotlib.use("Agg")
 
@@ -129,7 +130,7 @@ def test_plot_exposure_gap(study, merit, tmp_path):
     assert labels[4:] == [f"group {g}" for g in group_names]
     assert any(line.get_xdata()[0] == 0.0 for line in ax.get_lines())  # the zero line
     legend = ax.get_legend()
-    assert legend is not None and not plotting._legend_overlaps(ax, legend)
+    assert legend is not None and not figures._legend_overlaps(ax, legend)
     plotting.save_figure(fig, tmp_path / "gap.png")
     fig = plotting.plot_exposure_gap(gap, levels=("arm",))
     assert len(fig.axes[0].get_yticklabels()) == 4

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayesfair import merit as merits
+from bayesfair.core import merit as merits
 from bayesfair.policies.fairx import exact_box_argmax, fairx_ucb
 
 # float64 ratio of sums of K <= 10 terms: rounding is ~1e-15 relative; 1e-12 leaves room and still
@@ -106,7 +106,7 @@ def test_exact_beats_or_ties_projected_gradient_ascent():
 
 
 def test_fairx_ucb_solver_and_initial_estimate_params():
-    from bayesfair.types import Spec
+    from bayesfair.core.types import Spec
 
     merit = merits.exponential(4.0)
     with pytest.raises(ValueError, match="solver must be"):
@@ -132,8 +132,8 @@ def test_fairx_ucb_solver_and_initial_estimate_params():
 def test_bf_ucb_exact_solver_maximizes_every_group():
     """BF-UCB's line 5 with ``solver="exact"``: after the initialization, every group's optimistic
     value equals the best over its box's vertices (brute force) and is >= the paper's ascent."""
+    from bayesfair.core.types import Spec
     from bayesfair.policies import bilevel
-    from bayesfair.types import Spec
 
     merit = merits.exponential(4.0)
     groups = np.array([0, 0, 0, 1, 1, 1, 1])

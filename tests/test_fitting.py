@@ -1,4 +1,4 @@
-"""bayesfair.fitting.fit (the one NUTS entry point) and bayesfair.fit_tree (its ArviZ DataTree).
+"""bayesfair.inference.fitting.fit (the one NUTS entry point) and bayesfair.inference.fit_tree (its ArviZ DataTree).
 
 - the verdict: a deliberately tiny budget (10 warm-up + 10 draws) is reported NOT converged with a
   RuntimeWarning naming variables and remedies; a normal fit is converged; synthetic frozen chains
@@ -27,7 +27,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from bayesfair import fitting  # noqa: E402
+from bayesfair.inference import fitting  # noqa: E402
 from bayesfair.posteriors import group_bias as gb  # noqa: E402
 
 GROUPS = np.array([0, 0, 0, 1, 1, 1])
@@ -61,7 +61,7 @@ def test_tiny_budget_is_not_converged_and_warns(gaussian, monkeypatch):
     assert ok.samples["beta"].shape[:2] == (4, 500)  # 4 chains by default
     # the sampling runs inside _compile.cache_small_programs (numpyro's op-by-op initialization
     # then goes to the persistent cache; a new process's fit ~2x faster)
-    from bayesfair import _compile
+    from bayesfair.core import _compile
 
     blocks, real = [], _compile.cache_small_programs
     monkeypatch.setattr(_compile, "cache_small_programs", lambda: (blocks.append(1), real())[1])
@@ -325,8 +325,8 @@ def test_bad_inputs_name_the_field():
         fitting.fit(data, priors=gb.GroupBiasPriors(prior_mean=float("nan")))
     with pytest.raises(ValueError, match=r"priors.prior_mean must be a number or have one entry per feature \(d = 2\)"):
         fitting.fit(data, priors=gb.GroupBiasPriors(prior_mean=[1.0, 2.0, 3.0]))
-    with pytest.raises(TypeError, match="fit must be a bayesfair.fitting.Fit"):
-        from bayesfair.fit_tree import fit_tree
+    with pytest.raises(TypeError, match="fit must be a bayesfair.inference.fitting.Fit"):
+        from bayesfair.inference.fit_tree import fit_tree
         fit_tree({"samples": 1})
 
 

@@ -1,7 +1,7 @@
 """Fuzzing the study CLI (issue 15, item 9): generated configs either work or fail clearly.
 
 A property-based test (hypothesis) generates study configs across the registry -- every policy,
-environment, posterior and merit, with constructor arguments drawn per :class:`~bayesfair.registry.Param`
+environment, posterior and merit, with constructor arguments drawn per :class:`~bayesfair.workflow.registry.Param`
 (defaults, in-range and boundary values, out-of-range values, wrong types, NaN/inf, huge values,
 lists with a bad element, unknown keys, missing or mistyped tables, policies that do not fit the
 environment) -- writes each as TOML and runs ``bayesfair simulate CONFIG --dry-run`` or a tiny study
@@ -51,7 +51,7 @@ import numpy as np
 import pytest
 
 import bayesfair  # noqa: F401  (must precede jax)
-from bayesfair import registry
+from bayesfair.workflow import registry
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -305,7 +305,7 @@ def merit_table(mode: str = "dirty"):
             [[0.0, 1.0], [-5.0, 5.0], [-100.0, 100.0], [0.0, 0.5]])}, mode=mode),
         _table_of("merit", "identity", {"floor": _floats(1e-3, 0.5), "domain": st.sampled_from(
             [[0.0, 1.0], [-5.0, 5.0], [0.0, 0.5]])}, mode=mode),
-        st.sampled_from(["identity", "expo", "bayesfair.merit:exponential", 4.0, "bayesfair.merit:nope"]
+        st.sampled_from(["identity", "expo", "bayesfair.core.merit:exponential", 4.0, "bayesfair.core.merit:nope"]
                         if mode == "dirty" else ["identity"]),
     )
 
@@ -568,7 +568,7 @@ def study_case(draw, *, run: bool | None = None, mode: str | None = None, data_e
         raw["description"] = draw(st.sampled_from(TEXTS))
     if dirty and not run:
         # top-level perturbations: generic values for a top-level key, unknown keys, broken tables
-        from bayesfair.config import TOP_LEVEL
+        from bayesfair.workflow.config import TOP_LEVEL
 
         for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
             key = draw(st.sampled_from(sorted(TOP_LEVEL)))
@@ -694,7 +694,7 @@ def _clear_error(err: str) -> str | None:
 
 
 def _non_finite(results: Path) -> str | None:
-    from bayesfair import io as bio
+    from bayesfair.simulation import results as bio
 
     ds = bio.read_results(results)
     bad = []
@@ -716,7 +716,7 @@ class Outcome:
 def run_case(case: Case, folder: Path, *, subprocess_runs: bool = False, timeout_dry: int = 60,
              timeout_run: int = 300) -> Outcome:
     """Write the config, run the CLI and judge the outcome."""
-    from bayesfair import cli
+    from bayesfair.workflow import cli
 
     text = toml_dumps(case.raw)
     import tomllib
@@ -734,7 +734,7 @@ def run_case(case: Case, folder: Path, *, subprocess_runs: bool = False, timeout
     rc: int | None
     if case.run and subprocess_runs:
         try:
-            proc = subprocess.run([sys.executable, "-m", "bayesfair.cli", *argv], capture_output=True, text=True,
+            proc = subprocess.run([sys.executable, "-m", "bayesfair", *argv], capture_output=True, text=True,
                                   timeout=timeout_run, env={**os.environ, "BAYESFAIR_DEBUG": ""}, cwd=folder)
         except subprocess.TimeoutExpired:
             return Outcome(None, "", f"hang: over {timeout_run} s", time.perf_counter() - t0)
@@ -982,7 +982,7 @@ def test_beta_small_shapes_exact_and_finite():
     import jax
     import jax.numpy as jnp
 
-    from bayesfair import _random
+    from bayesfair.core import _random
     from bayesfair.posteriors.beta_bernoulli import _beta_small_shapes
 
     a = jnp.tile(jnp.array([0.5, 0.05, 0.01, 1e-3, 1e-30, 3.0], jnp.float32), 2000)
@@ -1000,7 +1000,7 @@ def test_beta_small_shapes_exact_and_finite():
 
 
 def test_exponential_merit_overflow_is_a_clear_error():
-    from bayesfair import merit
+    from bayesfair.core import merit
 
     with pytest.raises(ValueError, match=r"c and domain\[1\] too large.*c = 800"):
         merit.exponential(800.0)
@@ -1027,7 +1027,7 @@ def test_open_finding(tmp_path, data_env, raw):
 def test_huge_checkpoint_count_is_every_round(tmp_path, data_env):
     """checkpoints = 1e9 on T = 100: the grid is 1..100, built without 1e9 points (checked under
     the memory cap; the study itself then runs uncapped, since compiling needs more address space)."""
-    from bayesfair.simulate import checkpoint_grid
+    from bayesfair.simulation.simulator import checkpoint_grid
 
     with _memory_limit(2**30):
         grid = checkpoint_grid(100, 10**9)

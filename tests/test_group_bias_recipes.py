@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesfair import cli, fitting
 from bayesfair import diagnostics as dg
+from bayesfair.inference import fitting
 from bayesfair.posteriors import group_bias as gb
+from bayesfair.workflow import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair._validate import group_labels
-from bayesfair.config import ConfigError, parse_config
-from bayesfair.groups import Groups
+from bayesfair.core._validate import group_labels
+from bayesfair.core.groups import Groups
+from bayesfair.workflow.config import ConfigError, parse_config
 
 
 def _random_names(rng: np.random.Generator) -> list[str]:

@@ -8,7 +8,7 @@ import bayesfair as bf
 from bayesfair.environments import bernoulli_arms, gaussian_arms
 from bayesfair.environments.arms import bernoulli_arms_config
 from bayesfair.environments.linear import linear_bandit
-from bayesfair.registry import ConfigError
+from bayesfair.workflow.registry import ConfigError
 
 T = 2_000
 
@@ -238,7 +238,7 @@ def test_biased_and_gmf_instance_files(tmp_path):
 
 def test_biased_and_gmf_instance_files_from_a_config(tmp_path):
     """The config forms (beta_file / psi_file, theta_file) build the same per-run environments."""
-    from bayesfair import registry
+    from bayesfair.workflow import registry
 
     beta, psi = _biased_instances(2, n=10)
     np.save(tmp_path / "beta.npy", beta)
@@ -258,8 +258,8 @@ def test_biased_and_gmf_instance_files_from_a_config(tmp_path):
 
 def test_biased_linear_bandit_instance_files(tmp_path):
     """biased_linear_bandit's beta_file / psi_file (m = 3 groups here), also from a config table."""
-    from bayesfair import registry
     from bayesfair.environments import biased as eb
+    from bayesfair.workflow import registry
 
     rng = np.random.default_rng(2)
     labels = [0, 0, 1, 1, 2, 2]

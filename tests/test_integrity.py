@@ -14,10 +14,11 @@ import pytest
 import xarray as xr
 
 import bayesfair as bf
-from bayesfair import cli, io
-from bayesfair.io import RESULTS_SCHEMA, ResultsFileError, read_results, results_checksum, write_results
-from bayesfair.outputs import OutputError
-from bayesfair.sweep import Sweep, combine
+from bayesfair.simulation import results as io
+from bayesfair.simulation.results import RESULTS_SCHEMA, ResultsFileError, read_results, results_checksum, write_results
+from bayesfair.workflow import cli
+from bayesfair.workflow.outputs import OutputError
+from bayesfair.workflow.sweep import Sweep, combine
 
 SCHEMA, CHECKSUM = "bayesfair_schema", "bayesfair_checksum"
 

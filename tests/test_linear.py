@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
+from bayesfair.core.types import Observation, Spec
 from bayesfair.environments import linear_bandit
 from bayesfair.policies import (
     fairx_lineg,
@@ -24,7 +25,6 @@ from bayesfair.policies import (
     project_ellipsoid_eig,
 )
 from bayesfair.posteriors import fit_linear, linear_known_variance, linear_normal_inverse_gamma
-from bayesfair.types import Observation, Spec
 
 M = bf.merit.exponential(3.0)
 Z = 3.0

@@ -5,9 +5,9 @@ import copy
 import numpy as np
 import pytest
 
-from bayesfair.config import parse_config
-from bayesfair.logs import LOG_COLUMNS, RoundLog, parquet_available, read_log, write_log
-from bayesfair.persist import StudyInterrupted
+from bayesfair.workflow.config import parse_config
+from bayesfair.workflow.logs import LOG_COLUMNS, RoundLog, parquet_available, read_log, write_log
+from bayesfair.workflow.persist import StudyInterrupted
 
 T, R, K = 30, 2, 4
 STUDY = {
@@ -96,7 +96,7 @@ def test_row_guard():
 def test_log_settings_that_cannot_work_are_config_errors_before_the_run():
     """A misspelt true_reward made the log's true_reward column the observed (biased) reward; a
     parquet log without pyarrow failed only after the whole study had run."""
-    from bayesfair.registry import ConfigError
+    from bayesfair.workflow.registry import ConfigError
 
     biased = {**copy.deepcopy(STUDY), "environment": {"name": "synthetic_biased"},
               "policies": {"U": {"name": "uniform"}}}

@@ -262,8 +262,8 @@ def test_hierarchical_refresh_matches_numpyro_mcmc():
 
 @pytest.mark.slow
 def test_logistic_linear_refresh_matches_numpyro_mcmc_and_runs_fairx_lints():
+    from bayesfair.core.types import Observation, Spec
     from bayesfair.policies.linear import fairx_lints
-    from bayesfair.types import Observation, Spec
 
     d, n = 3, 60
     rng = np.random.default_rng(4)

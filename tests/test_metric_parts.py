@@ -1,4 +1,4 @@
-"""Metric components (bayesfair.metric_parts): optional merit, explicit components, floors naming."""
+"""Metric components (bayesfair.simulation.metric_parts): optional merit, explicit components, floors naming."""
 
 import copy
 import json
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair import io
-from bayesfair import metric_parts as mp
-from bayesfair.config import ConfigError, parse_config
-from bayesfair.metrics import SUM, MetricSpec
+from bayesfair.simulation import metric_parts as mp
+from bayesfair.simulation import results as io
+from bayesfair.simulation.metrics import SUM, MetricSpec
+from bayesfair.workflow.config import ConfigError, parse_config
 
 T, R = 120, 3
 FAIRX_VARS = {"fairness_regret", "reward_regret", "group_fairness_regret", "pi_star", "pi_star_within"}
@@ -218,7 +218,7 @@ def test_config_metrics_key():
 
 
 def test_resume_with_named_components_is_exact(tmp_path):
-    from bayesfair.persist import StudyInterrupted
+    from bayesfair.workflow.persist import StudyInterrupted
 
     raw = {**copy.deepcopy(STUDY), "floors": [0.2, 0.2], "metrics": ["conventional", "floors", "tracked"],
            "resume": {"every_chunks": 1}}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
+from bayesfair.core.types import Observation, Round
 from bayesfair.environments.base import Environment
-from bayesfair.metrics import bilevel_regret
 from bayesfair.policies.base import Policy
-from bayesfair.types import Observation, Round
+from bayesfair.simulation.metrics import bilevel_regret
 
 M = bf.merit.exponential(3.0)
 LIN = bf.merit.identity(0.05)

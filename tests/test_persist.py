@@ -10,10 +10,11 @@ import xarray as xr
 from jax import lax
 
 import bayesfair as bf
-from bayesfair import io, persist
-from bayesfair.config import parse_config
-from bayesfair.outputs import OutputError
-from bayesfair.persist import IncompatibleFileError, PersistError, StudyInterrupted
+from bayesfair.simulation import results as io
+from bayesfair.workflow import persist
+from bayesfair.workflow.config import parse_config
+from bayesfair.workflow.outputs import OutputError
+from bayesfair.workflow.persist import IncompatibleFileError, PersistError, StudyInterrupted
 
 K_ROUNDS = 40
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.scipy.special import betainc, gammainc
 
-from bayesfair import _random
+from bayesfair.core import _random
 
 N = 20_000
 KS_CRIT = 1.95 / np.sqrt(N)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax.scipy.special import betainc
 
-from bayesfair import _random
+from bayesfair.core import _random
 
 N = 20_000
 KS_CRIT = 1.95 / np.sqrt(N)

@@ -13,9 +13,9 @@ import test_contract
 
 import bayesfair.environments
 import bayesfair.policies
-from bayesfair import registry
-from bayesfair.cli import main
-from bayesfair.config import load_config
+from bayesfair.workflow import registry
+from bayesfair.workflow.cli import main
+from bayesfair.workflow.config import load_config
 
 SKELETONS = Path(__file__).resolve().parents[1] / "docs" / "developer" / "skeletons"
 

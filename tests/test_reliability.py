@@ -17,10 +17,13 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair import _random, cli, fitting, io
-from bayesfair.compat import IncompatibleError
-from bayesfair.simulate import SimulationError
-from bayesfair.types import Observation
+from bayesfair.core import _random
+from bayesfair.core.compat import IncompatibleError
+from bayesfair.core.types import Observation
+from bayesfair.inference import fitting
+from bayesfair.simulation import results as io
+from bayesfair.simulation.simulator import SimulationError
+from bayesfair.workflow import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,7 +175,7 @@ def test_odd_simulate_and_tuning_arguments_are_named():
     for n in (0, 1, 2.5):
         with pytest.raises(ValueError, match="n_check must be an integer >= 2"):
             bf.merit.custom(lambda x: x + 1, n_check=n)
-    from bayesfair.tuning import grid_search
+    from bayesfair.workflow.tuning import grid_search
 
     with pytest.raises(ValueError, match="'fairness_regret' is a FairX regret.*give a merit"):
         grid_search(env, lambda epsilon: bf.fairx_eg(bf.merit.exponential(2.0), epsilon=epsilon), {"epsilon": [0.1]},
@@ -280,7 +283,7 @@ def test_saved_progress_is_not_discarded_without_restart(tmp_path, capsys):
 
 
 def test_unwritable_output_folder_is_found_before_the_first_round(tmp_path, capsys, monkeypatch):
-    sim = sys.modules["bayesfair.simulate"]  # (the package attribute is the function)
+    sim = sys.modules["bayesfair.simulation.simulator"]  # (the package attribute is the function)
 
     def no_simulation(*args, **kwargs):
         raise AssertionError("the study was simulated before the output folder was checked")
@@ -397,7 +400,7 @@ LONG = TINY.replace("runs = 2", "runs = 64").replace("horizon = 40", "horizon = 
 def _start(tmp_path, text=LONG, quiet=True):
     cfg = _config(tmp_path, text, "long.toml")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "bayesfair.cli", "simulate", str(cfg), "--out", str(out)] + (["-q"] if quiet else [])
+    cmd = [sys.executable, "-m", "bayesfair", "simulate", str(cfg), "--out", str(out)] + (["-q"] if quiet else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return proc, out
@@ -414,7 +417,7 @@ def test_a_signal_stops_a_running_study_saves_it_and_exits_with_its_code(tmp_pat
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert "continue with --resume" in err and "Traceback" not in err
-    from bayesfair.persist import describe_resume
+    from bayesfair.workflow.persist import describe_resume
 
     fp, study, text = describe_resume(out / "tiny.resume.npz")
     assert study["horizon"] == 3_000_000 and "EG:" in text
@@ -429,7 +432,7 @@ def test_a_second_signal_exits_at_once_even_inside_xla(tmp_path):
     import threading
 
     cfg = _config(tmp_path)
-    cmd = [sys.executable, "-m", "bayesfair.cli", "simulate", str(cfg), "--out", str(tmp_path / "out"), "-q",
+    cmd = [sys.executable, "-m", "bayesfair", "simulate", str(cfg), "--out", str(tmp_path / "out"), "-q",
            "--hold-in-xla", "6"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -465,7 +468,7 @@ def test_a_signal_interrupts_the_wait_for_a_running_chunk_and_its_helper_thread_
     # it) must end once the computation ends.
     import threading
 
-    from bayesfair.simulate import wait_interruptibly
+    from bayesfair.simulation.simulator import wait_interruptibly
 
     class Stop(Exception):
         pass
@@ -514,7 +517,7 @@ def test_signal_watcher_never_reads_a_reused_descriptor(monkeypatch):
     import os
     import threading
 
-    from bayesfair import _signals
+    from bayesfair.core import _signals
 
     go, real = threading.Event(), _signals.Interrupts._watch
     monkeypatch.setattr(_signals.Interrupts, "_watch", lambda self, fd: (go.wait(10), real(self, fd))[1])

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesfair import plotting, report
-from bayesfair.config import parse_config
+from bayesfair import plotting
+from bayesfair.plotting import figures
+from bayesfair.workflow import report
+from bayesfair.workflow.config import parse_config
 
 T, R = 40, 3
 BASE = {
@@ -44,7 +46,7 @@ def grouped():
 
 @pytest.fixture(scope="module")
 def swept(grouped):
-    """A two-point sweep over the EG epsilon, shaped as bayesfair.sweep combines points."""
+    """A two-point sweep over the EG epsilon, shaped as bayesfair.workflow.sweep combines points."""
     key = "policies.EG.epsilon"
     other = grouped.copy(deep=True)
     for m in ("fairness_regret", "reward_regret", "regret", "reward"):
@@ -169,7 +171,7 @@ def test_arm_labels_carry_means_and_groups(plain, grouped):
     fig = plotting.plot_exposure(grouped)
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks == plotting.arm_labels(grouped, compact=True)
-    plotting._plt().close(fig)
+    plotting.pyplot().close(fig)
 
 
 def test_regret_figure_bf_panel_and_scale(grouped):
@@ -237,7 +239,7 @@ def test_group_exposure_figure_has_floors(grouped, plain):
 
 def test_legends_never_cover_data_on_random_axes():
     """place_legend picks a free corner or goes outside; the legend never touches a line, band or bar."""
-    plt = plotting._plt()
+    plt = plotting.pyplot()
     rng = np.random.default_rng(1)
     for trial in range(12):
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -252,14 +254,14 @@ def test_legends_never_cover_data_on_random_axes():
         fig.tight_layout()
         legend = plotting.place_legend(ax, "auto")
         fig.tight_layout()
-        assert not plotting._legend_overlaps(ax, legend)
+        assert not figures._legend_overlaps(ax, legend)
         plt.close(fig)
     fig, ax = plt.subplots()
     ax.fill_between([0, 1], [0, 0], [1, 1], label="everywhere")
     with pytest.raises(ValueError, match="no corner"):
         plotting.place_legend(ax, "free")
     legend = plotting.place_legend(ax, "auto")
-    assert not plotting._legend_overlaps(ax, legend)
+    assert not figures._legend_overlaps(ax, legend)
     with pytest.raises(ValueError, match="where"):
         plotting.place_legend(ax, "inside")
     plt.close(fig)

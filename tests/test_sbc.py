@@ -1,4 +1,4 @@
-"""Simulation-based calibration (bayesfair.sbc) of every conjugate posterior family.
+"""Simulation-based calibration (bayesfair.inference.sbc) of every conjugate posterior family.
 
 Each family test runs N = 200 replications with L = 99 posterior draws (ranks in 0..99, 20
 chi-square bins of 10 expected ranks). ``SBCResult.passed`` fails when any of the 2 P p-values
@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from bayesfair import sbc as S
+from bayesfair.inference import sbc as S
 from bayesfair.posteriors import (
     beta_bernoulli,
     linear_known_variance,

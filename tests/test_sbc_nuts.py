@@ -1,7 +1,7 @@
-"""SBC of the NUTS group-bias fit (bayesfair.fitting.fit), every scale drawn from DEFAULT_PRIORS (slow).
+"""SBC of the NUTS group-bias fit (bayesfair.inference.fitting.fit), every scale drawn from DEFAULT_PRIORS (slow).
 
 100 replications on a small design (2 groups x 2 arms, d = 2, 200 rows), 4 chains x (500 + 250),
-100 ranked draws each. Pass: bayesfair.sbc's uniformity tests (family-wise alpha 1e-3), psi's 90%
+100 ranked draws each. Pass: bayesfair.inference.sbc's uniformity tests (family-wise alpha 1e-3), psi's 90%
 coverage within 4 binomial standard errors of 0.9, and no replication whose chains froze (the
 fit's own detector or an independent one: a chain whose log density did not move, or whose step
 size is 1000x below the largest chain's) while its verdict said converged. The full-size run on
@@ -14,9 +14,9 @@ import jax
 import numpy as np
 import pytest
 
-from bayesfair import fitting
+from bayesfair.inference import fitting
+from bayesfair.inference.sbc import sbc
 from bayesfair.posteriors.group_bias import group_bias_model
-from bayesfair.sbc import sbc
 
 GROUPS = np.array([0, 0, 1, 1])
 N_OBS, D, REPS, DRAWS = 200, 2, 100, 100

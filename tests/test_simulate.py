@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import bayesfair as bf
-from bayesfair import io
+from bayesfair.simulation import results as io
 
 T, R = 300, 4
 
@@ -46,7 +46,7 @@ def test_the_next_chunk_is_dispatched_before_the_host_side_of_the_previous_one(s
     still handles the chunks in order, each once, and the numbers are those of one long chunk."""
     import importlib
 
-    sim_mod = importlib.import_module("bayesfair.simulate")  # the module (bayesfair.simulate is the function)
+    sim_mod = importlib.import_module("bayesfair.simulation.simulator")
     events = []
     real_fns, real_wait = sim_mod._chunk_fns, sim_mod.wait_interruptibly
 
@@ -80,12 +80,12 @@ def test_the_next_chunk_is_dispatched_before_the_host_side_of_the_previous_one(s
 
 
 def test_unrolled_threefry_gives_the_numbers_of_jax_s_own_lowering(small_env, exp4, monkeypatch):
-    # simulate compiles its rounds with jax.random's hash unrolled (bayesfair._random.unrolled_threefry);
+    # simulate compiles its rounds with jax.random's hash unrolled (bayesfair.core._random.unrolled_threefry);
     # the same study compiled with JAX's own (rolled) lowering gives the same numbers, bit for bit:
     # environment draws, Thompson draws (Gamma proposals, categorical) and the bi-level policy's splits.
     import contextlib
 
-    from bayesfair import _random
+    from bayesfair.core import _random
 
     def study():  # new policy objects: nothing compiled for the first call is reused by the second
         pols = {"FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), exp4),
@@ -104,12 +104,13 @@ def test_run_means_are_the_simulated_means_and_reuse_their_compiled_function(sma
     # second call with the same environment reuses the jitted function instead of tracing it again
     import importlib
 
-    sim_mod = importlib.import_module("bayesfair.simulate")  # the module (bayesfair.simulate is the function)
+    sim_mod = importlib.import_module("bayesfair.simulation.simulator")
+    envbase = importlib.import_module("bayesfair.environments.base")
     env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=4), groups=[0, 0, 1, 1])
     first = sim_mod.run_means(env, 11, 5)
     np.testing.assert_array_equal(sim_mod.run_means(env, 11, 5), first)
     # the cached function (a miss fails here instead of storing anything) was traced once for both calls
-    draw, _ = sim_mod._MEANS_FNS.get(("run_means", env), lambda: pytest.fail("run_means did not keep its function"))
+    draw, _ = envbase._MEANS_FNS.get(("run_means", env), lambda: pytest.fail("run_means did not keep its function"))
     assert draw._cache_size() == 1
     ds = bf.simulate(11, env, {"u": bf.uniform()}, 10, 5, merit=exp4)
     np.testing.assert_allclose(ds["mean"].values, first, rtol=1e-6)
@@ -228,8 +229,8 @@ def test_pull_counts_are_exact_integer_sums_of_the_logged_actions(small_env, exp
     """``pulls`` and ``group_pulls`` accumulate as int32 chunk sums with no compensation term
     (metrics.compensated); at every checkpoint they equal the cumulative counts of the actions the
     round log recorded, across chunk boundaries (chunk 64 does not divide the checkpoints)."""
-    from bayesfair.metric_parts import Conventional, SpecContext
-    from bayesfair.metrics import compensated, init_acc
+    from bayesfair.simulation.metric_parts import Conventional, SpecContext
+    from bayesfair.simulation.metrics import compensated, init_acc
 
     specs = Conventional().specs(SpecContext(4, 2, {}, {}))
     acc = init_acc(specs)
@@ -277,7 +278,7 @@ def test_concurrent_compilation_gives_the_serial_numbers_and_reports_errors(smal
     import importlib
     import os
 
-    sim = importlib.import_module("bayesfair.simulate")
+    sim = importlib.import_module("bayesfair.simulation.simulator")
     pols = {**_pols(exp4), "ts": bf.thompson(bf.beta_bernoulli())}
     real, spent = sim._compile_together, []
     monkeypatch.setattr(sim, "_compile_together", lambda *a: spent.append(real(*a)) or spent[-1])
@@ -321,7 +322,7 @@ def test_a_new_process_imports_xarray_while_the_study_compiles_and_runs():
         import json, sys
         import bayesfair, numpy as np
         import importlib
-        sim = importlib.import_module("bayesfair.simulate")
+        sim = importlib.import_module("bayesfair.simulation.simulator")
         if sys.argv[1] == "first":
             import xarray
         assert ("xarray" in sys.modules) == (sys.argv[1] == "first")
@@ -374,14 +375,14 @@ def test_run_invariant_policy_state_is_shared_only_when_constant_and_passed_thro
     # The simulator passes policy-state leaves that init computes from constants and update passes
     # through unbatched (one copy for all runs); a leaf that starts constant but changes, or one
     # drawn from the run's key, stays per run. Checked on the mask and on what select saw.
-    from bayesfair.simulate import _probe
+    from bayesfair.simulation.simulator import _probe
 
     pol = _state_probe_policy(small_env.spec.n_arms)
     mask = _probe(small_env, pol)[2]
     assert (mask.const, mask.count, mask.noise) == (True, False, False)
     runs, horizon = 6, 700  # two chunks of 512: the shared leaf is taken from each chunk's carry again
     ds = bf.simulate(0, small_env, {"probe": pol}, horizon, runs, chunk_size=512, devices=devices,
-                     metrics=[bf.metric_parts.Tracked(), bf.metric_parts.Conventional()],
+                     metrics=[bf.simulation.metric_parts.Tracked(), bf.simulation.metric_parts.Conventional()],
                      checkpoints=[horizon - 1, horizon])
     k = small_env.spec.n_arms
     assert np.all(ds["track_const"].values == k * (k - 1) / 2)

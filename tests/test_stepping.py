@@ -11,8 +11,8 @@ import pytest
 from jax import lax
 
 import bayesfair as bf
+from bayesfair.core.types import Observation
 from bayesfair.policies.base import Policy
-from bayesfair.types import Observation
 
 MEANS = np.linspace(0.1, 0.9, 10)
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

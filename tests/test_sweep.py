@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesfair.config import ConfigError, load_config
-from bayesfair.sweep import Sweep, combine, coordinate
+from bayesfair.workflow.config import ConfigError, load_config
+from bayesfair.workflow.sweep import Sweep, combine, coordinate
 
 BASE = {
     "name": "sw", "seed": 4, "runs": 2, "horizon": 40, "chunk_size": 16, "checkpoints": [10, 40],
@@ -74,7 +74,7 @@ def test_combine_two_keys_with_outer_join():
 
 @pytest.fixture(scope="module")
 def dask_client():
-    from bayesfair.sweep import dask_client as make
+    from bayesfair.workflow.sweep import dask_client as make
 
     client = make(n_workers=2, processes=False)
     yield client
@@ -113,7 +113,7 @@ def test_dask_sweep_equals_local_sweep(tmp_path, dask_client):
     assert said == ["resume: 2 of 2 points already done"] and again.resumed
     # a point interrupted locally and then finished on Dask leaves no saved progress behind (the
     # next plain run would be refused as an interrupted point)
-    from bayesfair.persist import StudyInterrupted
+    from bayesfair.workflow.persist import StudyInterrupted
 
     with pytest.raises(StudyInterrupted):
         sw.execute(tmp_path / "mixed", stop_after_chunks=1)

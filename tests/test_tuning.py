@@ -5,7 +5,7 @@ import pytest
 
 import bayesfair as bf
 from bayesfair.environments import multilabel_bandit
-from bayesfair.tuning import grid_points, grid_search, validation_split
+from bayesfair.workflow.tuning import grid_points, grid_search, validation_split
 
 
 def _data(n=50, seed=0):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
-from bayesfair import merit
+from bayesfair.core import merit
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_groups_validated():
     with pytest.raises(ValueError, match="one name per group"):
         bf.Groups.from_labels([0, 1], names=["a"])
     with pytest.raises(ValueError, match=r"beta\[1\] must be in \(0, 1/m\]"):
-        from bayesfair.groups import validate_exposure_floors
+        from bayesfair.core.groups import validate_exposure_floors
 
         validate_exposure_floors([0.2, 0.6], 2)
 

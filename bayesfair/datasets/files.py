@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bayesfair._atomic import atomic_temp
+from bayesfair.core._atomic import atomic_temp
 from bayesfair.datasets.catalog import (
     _REGISTRY,
     ChecksumError,
@@ -225,7 +225,7 @@ class _TransferError(Exception):
 
 def _stream(url: str, out) -> tuple[str, int]:
     """Copy the body at ``url`` into the binary file ``out``; return (sha256, byte count)."""
-    from bayesfair import __version__
+    from bayesfair.core.version import __version__
 
     req = urllib.request.Request(url, headers={"User-Agent": f"bayesfair/{__version__} (dataset download)"})
     h = hashlib.sha256()

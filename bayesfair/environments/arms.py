@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_array, finite_float
+from bayesfair.core.declare import POSITIVE, ConfigError, declare, group_label_list, integer, ints, strs
+from bayesfair.core.groups import Groups
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
-from bayesfair.registry import POSITIVE, ConfigError, declare, group_label_list, integer, ints, strs
-from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["UniformMeans", "bernoulli_arms", "gaussian_arms", "bernoulli_arms_config", "gaussian_arms_config",
            "per_run_reset", "load_instances"]

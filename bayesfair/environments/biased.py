@@ -8,7 +8,7 @@ arm i returns the *observed (biased)* reward of Eq. (2)
 
 where psi_g is the societal bias of group g (zero for the reference, non-sensitive group); the
 *true* reward is f*(x_t,i) = beta_i . x_t,i. Regret mapping for the simulator
-(:mod:`bayesfair.metrics`):
+(:mod:`bayesfair.simulation.metrics`):
 
 - ``Round.mean`` = (beta_i + psi_g(i)) . x_t,i, the expected observed reward f(x_t,i), so the
   simulator's ``regret`` sum_t (max_i f(x_t,i) - pi_t . f(x_t)) is the **biased regret of
@@ -50,14 +50,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, positive_int
+from bayesfair.core import _random
+from bayesfair.core._validate import as_key, finite_array, finite_float, positive_int
+from bayesfair.core.declare import POSITIVE, declare, integer, real, strs
+from bayesfair.core.groups import Groups
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.arms import load_instances, per_run_reset
-from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
+from bayesfair.environments.base import Environment, check_instances, reset_run
 from bayesfair.posteriors.group_bias import check_bias_groups
-from bayesfair.registry import POSITIVE, declare, integer, real, strs
-from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
     "UniformDraw",
@@ -279,7 +279,7 @@ def biased_linear_bandit(
 
     def step(key: jax.Array, params: BiasedParams, t: jax.Array) -> Round:
         kx, ke = jax.random.split(key)
-        x = _random.uniform(kx, (n, d), jnp.float32, c_lo, c_hi)  # flat draw: faster under vmap (bayesfair._random)
+        x = _random.uniform(kx, (n, d), jnp.float32, c_lo, c_hi)  # flat draw: faster under vmap (core._random)
         true = jnp.sum(params.beta * x, axis=1)
         observed = true + jnp.sum(params.psi[labels_j] * x, axis=1)
         reward = observed + noise_sd * _random.normal(ke, (n,), jnp.float32)
@@ -706,8 +706,6 @@ def env_params(env: Environment, key: Any, runs: int) -> Any:
     to score a policy's tracked bias estimate post hoc. ``tests/test_biased.py`` checks it against
     the means the simulator records.
     """
-    from bayesfair.simulate import as_key, check_instances, reset_run
-
     runs = positive_int("runs", runs)
     check_instances(env, runs)
     k_env, _ = jax.random.split(as_key(key))

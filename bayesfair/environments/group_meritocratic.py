@@ -3,7 +3,7 @@
 Every round shows K candidates with contexts x_t,a in R^d and a sensitive group s_t,a; the expected
 reward is mu* . x_t,a and the noisy reward adds Gaussian noise (Section 3). The *relative rank* of
 a candidate is F_s(mu* . x_t,a), the CDF of its own group's reward distribution at its expected
-reward. Each :class:`~bayesfair.types.Round` carries it as ``extra["fair"]``, so the simulator
+reward. Each :class:`~bayesfair.core.types.Round` carries it as ``extra["fair"]``, so the simulator
 records the fair pseudo-regret of Eq. (1) / Definition 3.2 as ``fair_regret`` =
 sum_t (max_a F_s(mu* . x_t,a) - pi_t . F(mu* . x_t)); the standard pseudo-regret of Remark 3.1 is
 the simulator's ``regret`` (from ``Round.mean``).
@@ -51,12 +51,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair import _random
-from bayesfair._validate import finite_array, finite_float, group_labels, positive_int
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_array, finite_float, group_labels, positive_int
+from bayesfair.core.declare import POSITIVE, choice, declare, floats, group_label_list, integer, strs
+from bayesfair.core.groups import Groups
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
-from bayesfair.registry import POSITIVE, choice, declare, floats, group_label_list, integer, strs
-from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
     "PAPER_GROUP_WEIGHTS",

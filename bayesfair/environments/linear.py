@@ -14,14 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair import _random
-from bayesfair._validate import finite_array
+from bayesfair.core import _random
+from bayesfair.core._validate import check_reward_range, finite_array
+from bayesfair.core.declare import POSITIVE, choice, declare, floats, group_label_list, integer, pair, real
+from bayesfair.core.groups import Groups
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.arms import load_instances, per_run_reset
 from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
-from bayesfair.policies.base import check_reward_range
-from bayesfair.registry import POSITIVE, choice, declare, floats, group_label_list, integer, pair, real
-from bayesfair.types import Observation, Round, Spec
 
 __all__ = ["linear_bandit"]
 
@@ -244,7 +243,7 @@ def linear_bandit(
             if pool_j.ndim == 3:
                 return pool_j[jax.random.randint(key, (), 0, pool_j.shape[0])]
             return pool_j[jax.random.randint(key, (k,), 0, pool_j.shape[0])]
-        u = _random.normal(key, (k, d), jnp.float32)  # flat draw: faster under vmap (bayesfair._random)
+        u = _random.normal(key, (k, d), jnp.float32)  # flat draw: faster under vmap (bayesfair.core._random)
         if kind == "sphere":
             u = u * jax.lax.rsqrt(jnp.sum(u * u, axis=1, keepdims=True))
         else:

@@ -47,11 +47,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import as_key, finite_array, finite_float, positive_int
+from bayesfair.core._validate import as_key, finite_array, finite_float, positive_int
+from bayesfair.core.declare import choice, declare, group_label_list, integer, real
+from bayesfair.core.groups import Groups
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
-from bayesfair.registry import choice, declare, group_label_list, integer, real
-from bayesfair.types import Observation, Round, Spec
 
 __all__ = [
     "MultilabelTables",
@@ -439,7 +439,7 @@ def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all"
 
     ``split`` picks MULAN's files (``all``/``train``/``test``); ``part`` then keeps all those rows,
     or the ``validation`` (``validation_fraction`` of them) or ``test`` part (the rest) of the
-    random split :func:`bayesfair.tuning.validation_split` with ``split_seed`` -- Section 5.1's
+    random split :func:`bayesfair.workflow.tuning.validation_split` with ``split_seed`` -- Section 5.1's
     20% / 80% split, the one ``experiments/fairx_yeast/run.py --seed S`` uses (``split_seed = S``).
     A linear ``validation`` part with ``rff_scale = "median"`` takes the bandwidth of the ``test``
     part, so both parts share one random Fourier map, as in that script.
@@ -449,7 +449,7 @@ def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all"
     if part == "all":
         return yeast_bandit(split=split, **kw)
     from bayesfair.datasets import load_yeast
-    from bayesfair.tuning import validation_split
+    from bayesfair.datasets.splits import validation_split
 
     df = load_yeast(split=split)
     s = validation_split(df[list(df.attrs["features"])].to_numpy(np.float64),

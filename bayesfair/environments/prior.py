@@ -18,7 +18,7 @@ instance from that family's prior and every reward from its likelihood:
 The environment carries the prior it was drawn from as a marker, ``env.config["prior"]``
 (:func:`prior_marker`: the family name and the hyper-parameters that define the prior), and
 policies built on a posterior carry their own (``policy.requires["prior"]``,
-:func:`bayesfair.compat.posterior_requires`). :func:`check_prior_match`, called by
+:func:`bayesfair.core.compat.posterior_requires`). :func:`check_prior_match`, called by
 :func:`bayesfair.simulate`, compares them: a Bayesian policy run on instances drawn from another
 distribution (another prior, or random instances from an environment without a prior marker)
 triggers one warning, and every Bayesian policy gets a note in the results' metadata
@@ -36,26 +36,12 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
-from bayesfair.types import Observation, Round, Spec
+from bayesfair.posteriors.base import prior_marker
 
 __all__ = ["prior_environment", "prior_marker", "check_prior_match"]
 
-# hyper-parameters that do not change the prior (numerics, parametrization, MCMC settings)
-_NOT_PRIOR = ("cholesky", "method", "centered", "history", "capacity", "link")
-_ALIASES = {"mcmc_beta_bernoulli": "beta_bernoulli"}
-
-
-def prior_marker(posterior: Any) -> dict[str, Any]:
-    """``{"family": name, "params": {...}}``: what identifies a posterior family's prior (JSON-friendly)."""
-    params = {k: v for k, v in dict(getattr(posterior, "params", {}) or {}).items()
-              if not k.startswith("mcmc_") and k not in _NOT_PRIOR}
-    name = str(getattr(posterior, "name", type(posterior).__name__))
-    return {"family": _ALIASES.get(name, name), "params": json.loads(json.dumps(params, default=_json))}
-
-
-def _json(obj: Any) -> Any:
-    return obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else repr(obj)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -178,7 +164,7 @@ def _linear_env(posterior: Any, k: int, n_features: int | None, groups: Any, con
 
 
 def _linear_dim(params: Mapping[str, Any], n_features: int | None) -> int:
-    from bayesfair._validate import positive_int
+    from bayesfair.core._validate import positive_int
 
     m0 = params.get("prior_mean", params.get("m0"))
     if n_features is not None:

@@ -8,10 +8,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayesfair._validate import finite_float
-from bayesfair.types import Observation, Spec
+from bayesfair.core.types import Observation, Spec
+from bayesfair.posteriors.base import prior_marker
 
-__all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "check_reward_range"]
+__all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "posterior_requires"]
 
 
 class _PolicyFields(NamedTuple):
@@ -46,7 +46,7 @@ class Policy(_PolicyFields):
     already are jitted), so stepping a policy by hand in a Python loop compiles each of them once
     per input signature instead of dispatching op by op; inside the simulator's own jit they are
     inlined, so the simulated numbers do not change. ``init`` stays a plain function: it takes
-    the static :class:`~bayesfair.types.Spec`.
+    the static :class:`~bayesfair.core.types.Spec`.
 
     Attributes
     ----------
@@ -64,7 +64,7 @@ class Policy(_PolicyFields):
         Parameters, JSON-friendly (written into result files).
     requires : dict
         What the policy assumes of the environment's rewards, checked before every simulation
-        (:mod:`bayesfair.compat`): ``{}`` (any real reward), ``{"rewards": "binary", "because":
+        (:mod:`bayesfair.core.compat`): ``{}`` (any real reward), ``{"rewards": "binary", "because":
         ...}`` or ``{"rewards": "bounded", "reward_range": [lo, hi], "because": ...}``; and
         ``"max_horizon"`` (with ``"because_horizon"``) for a policy whose state holds at most that
         many rounds (a longer study is refused).
@@ -106,13 +106,12 @@ def empirical_mean(state: CountState, initial: float | jax.Array) -> jax.Array:
     return jnp.where(state.n > 0, state.total / jnp.maximum(state.n, 1.0), initial)
 
 
-def check_reward_range(reward_range: Any) -> tuple[float, float]:
-    try:
-        lo, hi = reward_range
-    except (TypeError, ValueError):
-        raise TypeError(f"reward_range must be a pair (low, high), got {reward_range!r}") from None
-    lo = finite_float("reward_range[0]", lo)
-    hi = finite_float("reward_range[1]", hi)
-    if not lo < hi:
-        raise ValueError(f"reward_range must satisfy low < high, got ({lo}, {hi})")
-    return lo, hi
+
+def posterior_requires(posterior: Any, what: str) -> dict[str, Any]:
+    """The requirement of a policy built on ``posterior``: binary rewards for a 0/1 likelihood, and
+    always ``"prior"``, the posterior's prior marker, which :func:`bayesfair.simulate` compares with
+    the environment's instance distribution (:mod:`bayesfair.environments.prior`)."""
+    out: dict[str, Any] = {"prior": prior_marker(posterior)}
+    if getattr(posterior, "rewards", "real") == "binary":
+        out.update(rewards="binary", because=f"{what} uses the {posterior.name} posterior (a 0/1 likelihood)")
+    return out

@@ -45,14 +45,14 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import ndtri
 
-from bayesfair import _random
-from bayesfair._validate import finite_array
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_array
+from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
-from bayesfair.registry import POSITIVE, choice, declare, integer, real
-from bayesfair.types import Observation, Spec
 
 __all__ = [
     "IntervalState",

@@ -62,16 +62,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair import _fixedpoint, _random
-from bayesfair._validate import positive_int
-from bayesfair.compat import bounded_requires, posterior_requires
-from bayesfair.groups import validate_exposure_floors
-from bayesfair.merit import Merit, group_merit_weights, resolve_merit
-from bayesfair.policies.base import Policy, check_reward_range
+from bayesfair.core import _fixedpoint, _random
+from bayesfair.core._validate import check_reward_range, positive_int
+from bayesfair.core.compat import bounded_requires
+from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, floats, integer, pair, real
+from bayesfair.core.groups import validate_exposure_floors
+from bayesfair.core.merit import Merit, group_merit_weights, resolve_merit
+from bayesfair.core.types import Observation, Spec
+from bayesfair.policies.base import Policy, posterior_requires
 from bayesfair.policies.fairx import check_ascent, exact_box_argmax, fairx_ts, fairx_ucb, run_ascent
 from bayesfair.posteriors.base import Outcome, Posterior
-from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, floats, integer, pair, real
-from bayesfair.types import Observation, Spec
 
 __all__ = ["BilevelState", "bf_ucb", "bf_ts", "gef", "gef_ts", "mf", "mf_ts"]
 
@@ -155,7 +155,7 @@ def _check_posterior(posterior: Any) -> Posterior:
 
 
 def _fixed_point(beta: np.ndarray) -> np.ndarray:
-    """beta in 60-bit fixed point as ``[2, m]`` int32 limbs (see :mod:`bayesfair._fixedpoint`)."""
+    """beta in 60-bit fixed point as ``[2, m]`` int32 limbs (see :mod:`bayesfair.core._fixedpoint`)."""
     return _fixedpoint.to_fixed(beta)
 
 

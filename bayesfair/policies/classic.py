@@ -14,13 +14,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from bayesfair import _random
-from bayesfair._validate import finite_float
-from bayesfair.compat import bounded_requires, posterior_requires
-from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_float
+from bayesfair.core.compat import bounded_requires
+from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, declare, real
+from bayesfair.core.types import Observation, Spec
+from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, posterior_requires, update_counts
 from bayesfair.posteriors.base import Outcome, Posterior
-from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, declare, real
-from bayesfair.types import Observation, Spec
 
 __all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
 

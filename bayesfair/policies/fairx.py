@@ -18,21 +18,21 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayesfair import _random
-from bayesfair._validate import finite_float, float_in, positive_int
-from bayesfair.compat import bounded_requires, posterior_requires
-from bayesfair.merit import Merit, fair_policy, resolve_merit
+from bayesfair.core import _random
+from bayesfair.core._validate import check_reward_range, finite_float, float_in, positive_int
+from bayesfair.core.compat import bounded_requires
+from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, integer, pair, real
+from bayesfair.core.merit import Merit, fair_policy, resolve_merit
+from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import (
     CountState,
     Policy,
-    check_reward_range,
     empirical_mean,
     init_counts,
+    posterior_requires,
     update_counts,
 )
 from bayesfair.posteriors.base import Outcome, Posterior
-from bayesfair.registry import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, integer, pair, real
-from bayesfair.types import Observation, Spec
 
 __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState", "exact_box_argmax"]
 

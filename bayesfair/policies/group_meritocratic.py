@@ -70,15 +70,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair import _random
-from bayesfair._validate import positive_int
+from bayesfair.core import _random
+from bayesfair.core._validate import positive_int
+from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy
 from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
-from bayesfair.registry import POSITIVE, choice, declare, integer, real
-from bayesfair.types import Observation, Spec
 
 __all__ = [
     "FairGreedyState",
@@ -285,7 +285,7 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool,
            "perturbation": "rho * N(0, I) / sqrt(d * t~)" if rho_scale == "sqrt_dt" else "rho * N(0, I) / sqrt(t~)"}
     # Past the capacity, rounds are not stored and lines 5-6 would run on an incomplete history
     # (the window t~+1..t-1 and the ridge's rounds 1..t~ read rows that were never written):
-    # bayesfair.compat.check_policy_fits refuses a study longer than `horizon`.
+    # bayesfair.core.compat.check_policy_fits refuses a study longer than `horizon`.
     requires = {"max_horizon": horizon,
                 "because_horizon": f"its history buffer keeps the contexts, actions and rewards of {horizon:,} rounds"}
     return Policy(init, select, update, name, cfg, requires)
@@ -308,7 +308,7 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
     ----------
     horizon : int
         Capacity of the history buffer: the number of rounds the policy will be run for. A
-        longer study is refused before its first round (:func:`bayesfair.compat.check_policy_fits`;
+        longer study is refused before its first round (:func:`bayesfair.core.compat.check_policy_fits`;
         rounds beyond the buffer could not be stored). Memory is ``horizon * K * d`` float32 per run.
     lam : float
         Ridge regularization lambda > 0 (the paper's experiments: 0.1).

@@ -30,15 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair import _random
-from bayesfair.compat import posterior_requires
-from bayesfair.merit import Merit, fair_policy, resolve_merit
-from bayesfair.policies.base import Policy
+from bayesfair.core import _random
+from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.merit import Merit, fair_policy, resolve_merit
+from bayesfair.core.types import Observation, Spec
+from bayesfair.policies.base import Policy, posterior_requires
 from bayesfair.policies.fairx import check_ascent, run_ascent
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
-from bayesfair.registry import POSITIVE, choice, declare, integer, real
-from bayesfair.types import Observation, Spec
 
 __all__ = [
     "fairx_lints",

@@ -17,8 +17,8 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
-from bayesfair import _random
-from bayesfair._validate import group_labels, positive_int
+from bayesfair.core import _random
+from bayesfair.core._validate import group_labels, positive_int
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import chol_rank_one_update
 

@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair._validate import finite_float, float_in, positive_int
+from bayesfair.core._validate import finite_float, float_in, positive_int
 
-__all__ = ["NUTSSettings", "History", "ArmCounts", "ArmBuffer", "ContextBuffer", "arm_counts", "arm_buffer",
+__all__ = ["NUTSSettings", "MCMCState", "is_mcmc_state", "History", "ArmCounts", "ArmBuffer", "ContextBuffer",
+           "arm_counts", "arm_buffer",
            "context_buffer", "split_rhat_ess", "refresh_track", "warn_failed_refreshes"]
 
 
@@ -235,6 +236,69 @@ def context_buffer(capacity: int) -> History:
 # --------------------------------------------------------------------------- refresh diagnostics
 
 
+class MCMCState(NamedTuple):
+    """State of an MCMC-fallback posterior (one run).
+
+    Attributes
+    ----------
+    history : pytree
+        The data the model conditions on (:class:`ArmCounts`, :class:`ArmBuffer`, ...).
+    n : jax.Array
+        int32, observations so far.
+    samples : dict
+        Site name -> ``[num_chains, num_samples, ...]`` constrained draws of the last refresh
+        (latent and deterministic sites; exact prior draws before the first refresh).
+    position : jax.Array
+        ``[num_chains, D]`` last unconstrained position of each chain (warm start).
+    step_size : jax.Array
+        ``[num_chains]`` adapted step size of the last refresh.
+    inverse_mass : jax.Array
+        ``[num_chains, D]`` diagonal inverse mass matrix for the next refresh (regularized
+        variance of the last refresh's unconstrained draws).
+    key : jax.Array
+        ``uint32`` raw key data for the next refresh.
+    refreshes : jax.Array
+        int32, number of NUTS refreshes so far (0: ``samples`` are prior draws).
+    diverging, accept_prob, num_steps : jax.Array
+        ``[num_chains, num_samples]`` per-draw NUTS statistics of the last refresh.
+    eta : jax.Array
+        Mean of the draw site over the stored samples (``mu [K]`` or ``theta [d]``). Linear
+        policies read the feature dimension from ``state.eta`` (as for the conjugate linear
+        states, where ``eta`` is Lambda m); here it is the posterior mean itself.
+    rhat, ess : jax.Array
+        float32, the last refresh's largest split R-hat and smallest ESS over the unconstrained
+        coordinates (:func:`split_rhat_ess`; NaN before the first refresh).
+    bad_refreshes : jax.Array
+        int32, refreshes so far that failed ``max_rhat``, ``min_ess``, had a divergence or
+        non-finite draws (:class:`NUTSSettings`).
+    first_bad : jax.Array
+        int32, the observation count ``n`` (the round, for one observation per round) of the
+        first failed refresh; 0 if none.
+    """
+
+    history: Any
+    n: jax.Array
+    samples: dict[str, jax.Array]
+    position: jax.Array
+    step_size: jax.Array
+    inverse_mass: jax.Array
+    key: jax.Array
+    refreshes: jax.Array
+    diverging: jax.Array
+    accept_prob: jax.Array
+    num_steps: jax.Array
+    eta: jax.Array
+    rhat: jax.Array
+    ess: jax.Array
+    bad_refreshes: jax.Array
+    first_bad: jax.Array
+
+
+def is_mcmc_state(state: Any) -> bool:
+    """True if ``state`` is an :class:`MCMCState`."""
+    return isinstance(state, MCMCState)
+
+
 def split_rhat_ess(draws: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Largest split R-hat and smallest ESS over the coordinates of ``draws [chains, samples, D]``.
 
@@ -281,8 +345,6 @@ def refresh_track(policy_state: Any) -> dict[str, jax.Array]:
     (max, min, sum, sum, earliest); ``{}`` for a policy without an MCMC-fallback posterior.
     Pure JAX (called inside the simulator's scan).
     """
-    from bayesfair.posteriors.mcmc import is_mcmc_state
-
     states = [s for s in jax.tree.leaves(policy_state, is_leaf=is_mcmc_state) if is_mcmc_state(s)]
     if not states:
         return {}

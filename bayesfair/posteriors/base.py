@@ -5,7 +5,7 @@ LinearPosterior`) and the group-bias model (:class:`~bayesfair.posteriors.group_
 GroupBiasPosterior`) -- offers the same functions over one observation record, :class:`Outcome`:
 
 - ``init(size) -> state``: the prior; ``size`` is an int (the family's own size: arms for a
-  per-arm family, features for a linear one) or a :class:`~bayesfair.types.Spec`, from which the
+  per-arm family, features for a linear one) or a :class:`~bayesfair.core.types.Spec`, from which the
   family takes what it needs (:func:`init_size`).
 - ``update(state, obs: Outcome) -> state``: one observation; each family reads the fields its
   likelihood uses (``arm`` and ``reward``; ``x`` and ``reward``; all three).
@@ -21,6 +21,7 @@ on the record's type); :func:`fit_outcomes` folds a sequence of outcomes into a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -29,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bayesfair._validate import positive_int
+from bayesfair.core._validate import positive_int
 
-__all__ = ["Outcome", "ObservationModel", "PosteriorFamily", "Posterior", "is_posterior", "init_size", "fit",
+__all__ = ["prior_marker", "Outcome", "ObservationModel", "PosteriorFamily", "Posterior", "is_posterior", "init_size",
+           "fit",
            "fit_outcomes"]
 
 
@@ -94,7 +96,7 @@ def is_posterior(obj: Any) -> bool:
 
 def init_size(size: Any, field: str) -> int:
     """The size a family's ``init`` needs: ``size`` itself (an int), or ``size.<field>`` of a
-    :class:`~bayesfair.types.Spec` (``field`` is ``"n_arms"`` or ``"n_features"``)."""
+    :class:`~bayesfair.core.types.Spec` (``field`` is ``"n_arms"`` or ``"n_features"``)."""
     if not isinstance(size, (int, np.integer)) and hasattr(size, field):
         size = getattr(size, field)
     return positive_int(field, size)
@@ -124,7 +126,7 @@ class Posterior(NamedTuple):
         Hyper-parameters (for result metadata).
     rewards : str
         The rewards the likelihood describes: ``"binary"`` (0/1; a policy built on it refuses an
-        environment with other rewards, :mod:`bayesfair.compat`) or ``"real"``.
+        environment with other rewards, :mod:`bayesfair.core.compat`) or ``"real"``.
     dims : dict
         ``{"mu": ("arm",)}``: a draw is the arm means.
     observation : ObservationModel or None
@@ -181,3 +183,19 @@ def normal_observation(draw: Callable[[jax.Array, Any], dict[str, jax.Array]], d
         return loc + jnp.sqrt(var) * jax.random.normal(key, jnp.shape(loc), jnp.result_type(loc))
 
     return ObservationModel(draw, dict(dims), log_density, replicate)
+
+# hyper-parameters that do not change the prior (numerics, parametrization, MCMC settings)
+_NOT_PRIOR = ("cholesky", "method", "centered", "history", "capacity", "link")
+_ALIASES = {"mcmc_beta_bernoulli": "beta_bernoulli"}
+
+
+def prior_marker(posterior: Any) -> dict[str, Any]:
+    """``{"family": name, "params": {...}}``: what identifies a posterior family's prior (JSON-friendly)."""
+    params = {k: v for k, v in dict(getattr(posterior, "params", {}) or {}).items()
+              if not k.startswith("mcmc_") and k not in _NOT_PRIOR}
+    name = str(getattr(posterior, "name", type(posterior).__name__))
+    return {"family": _ALIASES.get(name, name), "params": json.loads(json.dumps(params, default=_json))}
+
+
+def _json(obj: Any) -> Any:
+    return obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else repr(obj)

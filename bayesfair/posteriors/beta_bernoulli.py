@@ -7,9 +7,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayesfair import _random
+from bayesfair.core import _random
+from bayesfair.core.declare import POSITIVE, declare
 from bayesfair.posteriors.base import ObservationModel, Outcome, Posterior, init_size
-from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["BetaState", "beta_bernoulli"]
 
@@ -28,7 +28,7 @@ def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
     """Conjugate Beta-Bernoulli family.
 
     The update adds the reward to alpha and ``1 - reward`` to beta of the pulled arm; the
-    sample is an exact Beta draw per arm (``bayesfair._random.beta``): with prior shapes >= 1
+    sample is an exact Beta draw per arm (``bayesfair.core._random.beta``): with prior shapes >= 1
     Cheng's (1978) algorithm BB (a shape of exactly 1 in closed form), otherwise a ratio of two
     gamma draws. A shape that falls below 1 under a prior >= 1 (rewards outside [0, 1]) gives NaN,
     which the simulator reports.
@@ -102,7 +102,7 @@ def _beta_small_shapes(key: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     """``_random.beta(key, a, b, allow_small=True)``, bit for bit, except where both gamma draws
     underflow to 0 (0 / 0 = NaN): there X / (X + Y) = sigmoid(log X - log Y) in log space.
 
-    The same keys and operations as :func:`bayesfair._random.gamma`: X = G * U**(1/a) with
+    The same keys and operations as :func:`bayesfair.core._random.gamma`: X = G * U**(1/a) with
     G ~ Gamma(a + 1) for a < 1 (the boost), G ~ Gamma(a) otherwise; log X = log G + log(U) / a.
     """
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))

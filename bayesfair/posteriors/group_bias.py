@@ -61,7 +61,7 @@ about psi, where the centred psi ~ N(0, s^2 I) makes the funnel that stalls NUTS
 Adult with 5 race groups). With ``sufficient=True`` the likelihood is written
 through each arm's sufficient statistics (N_i, X_i'X_i, X_i'y_i, y_i'y_i), which is the same
 density up to a constant and makes NUTS cost independent of the number of rows.
-:func:`bayesfair.fitting.fit_nuts` runs it (host-side fits live in :mod:`bayesfair.fitting`).
+:func:`bayesfair.inference.fitting.fit_nuts` runs it (host-side fits live in :mod:`bayesfair.inference.fitting`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array, positive_float
+from bayesfair.core._validate import finite_array, positive_float
 from bayesfair.posteriors._group_bias_algebra import (
     CollapsedState,
     GroupBiasDraw,
@@ -143,7 +143,7 @@ class GroupBiasPosterior(NamedTuple):
         ``"joint"`` (:class:`GroupBiasState`) or ``"collapsed"`` (:class:`CollapsedState`).
     init : callable
         ``init(spec=None) -> state``: the prior (the layout is fixed at construction; a given
-        :class:`~bayesfair.types.Spec` or arm count is checked against it).
+        :class:`~bayesfair.core.types.Spec` or arm count is checked against it).
     update : callable
         ``update(state, Outcome(y, arm=a, x=x [d])) -> state``: one observation (rank-one update).
     sample : callable
@@ -384,7 +384,7 @@ def sufficient_stats(arms: Any, X: Any, y: Any, n_arms: int) -> tuple[Any, Any, 
 class GroupBiasPriors(NamedTuple):
     """THE default priors of the group-bias model, used by the conjugate path
     (:func:`group_bias_posterior`), GroupFair-TS (:func:`bayesfair.policies.biased.group_fair_ts`)
-    and the NUTS fit (:func:`bayesfair.fitting.fit`); documented in docs/concepts.md.
+    and the NUTS fit (:func:`bayesfair.inference.fitting.fit`); documented in docs/concepts.md.
 
     ``tau``, ``s``, ``sigma`` are the values of the scales when they are known (conjugate path,
     GroupFair-TS) and the scales of their half-normal priors when they are sampled (NUTS):

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bayesfair._validate import arm_groups, finite_float
+from bayesfair.core._validate import arm_groups, finite_float
 from bayesfair.posteriors.base import Posterior
 from bayesfair.posteriors.mcmc import arm_buffer, arm_counts, mcmc_posterior
 

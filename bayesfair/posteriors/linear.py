@@ -66,10 +66,10 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
-from bayesfair import _random
-from bayesfair._validate import finite_array
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_array
+from bayesfair.core.declare import POSITIVE, choice, declare
 from bayesfair.posteriors.base import ObservationModel, Outcome, fit_outcomes, init_size, normal_observation
-from bayesfair.registry import POSITIVE, choice, declare
 
 __all__ = [
     "LinearPosterior",
@@ -111,7 +111,7 @@ class LinearPosterior(NamedTuple):
         Hyper-parameters (for result metadata).
     rewards : str
         ``"binary"`` for a 0/1 likelihood (logistic), ``"real"`` for the Gaussian ones
-        (:mod:`bayesfair.compat`).
+        (:mod:`bayesfair.core.compat`).
     dims : dict
         ``{"theta": ("feature",)}``: a draw is the coefficient vector.
     observation : ObservationModel or None
@@ -370,7 +370,7 @@ def linear_normal_inverse_gamma(
     Prior s2 ~ InvGamma(a0, b0), theta | s2 ~ N(m0, s2 / kappa0 I); likelihood
     y | x ~ N(x . theta, s2). Update (module docstring): Lambda += x x', eta += x y,
     a += 1/2, b += (y - x . m)^2 / (2 (1 + x' Lambda^-1 x)). A draw is s2 = b / G with
-    G ~ Gamma(a) (exact, ``bayesfair._random.gamma``), then theta ~ N(m, s2 Lambda^-1): a draw from
+    G ~ Gamma(a) (exact, ``bayesfair.core._random.gamma``), then theta ~ N(m, s2 Lambda^-1): a draw from
     the multivariate Student-t marginal. ``cov`` is b / (a - 1) Lambda^-1 (infinite for a <= 1).
 
     Parameters

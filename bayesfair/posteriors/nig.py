@@ -14,10 +14,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayesfair import _random
-from bayesfair._validate import finite_float
+from bayesfair.core import _random
+from bayesfair.core._validate import finite_float
+from bayesfair.core.declare import POSITIVE, declare
 from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
-from bayesfair.registry import POSITIVE, declare
 
 __all__ = ["NIGState", "normal_inverse_gamma"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import bayesfair  # noqa: F401  (before jax: exposes one CPU device per core)
-from bayesfair.config import ConfigError, load_config
+from bayesfair.workflow.config import ConfigError, load_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bayesian_regret.toml"
 

@@ -214,7 +214,7 @@ def _policy(key):
 def study_objects(key):
     """The environment, the policy ``key`` and the merit, as :func:`run_jax` uses them."""
     env = synthetic_biased(N_ARMS, N_SENSITIVE, D, bias_mean=MU, coef_high=COEF_HIGH, noise_sd=NOISE_SD)
-    merit = bayesfair.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
+    merit = bayesfair.core.merit.exponential(1.0, domain=(-100.0, 100.0))  # needed by simulate, unused here
     return env, _policy(key), merit
 
 

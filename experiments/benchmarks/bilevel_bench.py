@@ -54,8 +54,8 @@ import bayesfair  # one CPU device per core: must come before the first JAX oper
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
-from bayesfair.config import load_config
-from bayesfair.metrics import bilevel_regret
+from bayesfair.simulation.metrics import bilevel_regret
+from bayesfair.workflow.config import load_config
 
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 STUDY_CONFIGS = {"high": _CONFIGS / "bilevel_high.toml", "low": _CONFIGS / "bilevel.toml"}
@@ -319,7 +319,7 @@ def numpy_metrics(study):
     pulls, group pulls, reward, the group fairness regret and the anytime floor slack (no
     conventional regret, group exposure, FairX regrets or bi-level regret, which the study's
     defaults add). ``grid_bench.py`` compares the two sides on this set."""
-    from bayesfair.metric_parts import Conventional, FairXRegrets, Floors
+    from bayesfair.simulation.metric_parts import Conventional, FairXRegrets, Floors
 
     return [FairXRegrets(study.merit(), only=["group_fairness_regret"]),
             Conventional(only=["reward", "exposure", "pulls", "group_pulls"]), Floors(BETA)]
@@ -342,7 +342,7 @@ def run_bayesfair(study, policy, k, runs, horizon, seed, chunk_size, extra_check
     objects : (Environment, Policy), optional
         The study's environment and policy, built by the caller once (so that a second call
         reuses the compiled functions: ``grid_bench.py``'s steady state); by default built here.
-    metrics : list of bayesfair.metric_parts.Metric, optional
+    metrics : list of bayesfair.simulation.metric_parts.Metric, optional
         Record these instead of the study's default metrics (e.g. :func:`numpy_metrics`).
 
     Returns

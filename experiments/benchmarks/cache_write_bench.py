@@ -3,7 +3,7 @@
 With ``jax_compilation_cache_max_size`` set, JAX's cache lists the whole folder and reads one
 small ``<key>-atime`` file per entry before *every* write (``LRUCache._evict_if_needed``), so
 a write's cost grows with the entries already there. bayesfair leaves that bound off and trims
-the folder itself on a background thread, at most once an hour (``bayesfair._compile.trim_cache``).
+the folder itself on a background thread, at most once an hour (``bayesfair.core._compile.trim_cache``).
 This script measures both:
 
 1. **One write**, in this process: the median time of 20 writes of 20 KB into a folder that
@@ -95,7 +95,8 @@ t0 = time.perf_counter()
 import numpy as np
 import jax
 import bayesfair
-from bayesfair import _compile, fitting
+from bayesfair.core import _compile
+from bayesfair.inference import fitting
 _compile.enable_persistent_cache()
 if sys.argv[1] == "jax_bound":
     jax.config.update("jax_compilation_cache_max_size", int(sys.argv[2]))
@@ -110,7 +111,7 @@ t1 = time.perf_counter()
 fit = fitting.fit(data, s=1.0, num_warmup=200, num_samples=200, seed=1, warn=False)
 t2 = time.perf_counter()
 env = bayesfair.bernoulli_arms(np.linspace(0.1, 0.9, 10))
-pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), bayesfair.merit.exponential(4.0))
+pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), bayesfair.core.merit.exponential(4.0))
 bayesfair.simulate(1, env, {"fairx_ts": pol}, 2000, 20)
 t3 = time.perf_counter()
 print(json.dumps({"fit": t2 - t1, "study": t3 - t2, "process": t3 - t0, "converged": bool(fit.converged),
@@ -182,8 +183,8 @@ def main(argv=None):
     fits_run = [rep for r in fits for reps in r["processes"].values() for rep in reps]
     bad = [rep for rep in fits_run if not rep["converged"]]
     print(f"the timed fits: {len(fits_run) - len(bad)} of {len(fits_run)} converged (R-hat, ESS, divergences: "
-          f"bayesfair.fitting's checks); max R-hat {max(rep['max_rhat'] for rep in fits_run):.3f}")
-    from bayesfair.io import write_text  # atomic; creates the folder
+          f"bayesfair.inference.fitting's checks); max R-hat {max(rep['max_rhat'] for rep in fits_run):.3f}")
+    from bayesfair.simulation.results import write_text  # atomic; creates the folder
 
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     report = {"benchmark": "cache_write_bench", "created": created,

@@ -32,8 +32,8 @@ from pathlib import Path
 def _child(runs, horizon):
     t0 = time.perf_counter()
     import bayesfair
-    from bayesfair.cli import demo_config
-    from bayesfair.config import load_config
+    from bayesfair.workflow.cli import demo_config
+    from bayesfair.workflow.config import load_config
 
     study = load_config(demo_config(), [f"runs={runs}", f"horizon={horizon}"])
     imported = time.perf_counter() - t0
@@ -97,7 +97,7 @@ def main(argv=None):
         total = f"{sum(first.values()):.2f} / {sum(second.values()):.2f}"
         print(f"{mode:<11} {r['wall_seconds']:>9.1f} {total:>15} "
               + " ".join(f"{first[n]:>8.2f} / {second[n]:>5.2f}" for n in policies))
-    from bayesfair.io import write_text  # atomic (imports JAX: only here, the children stay light)
+    from bayesfair.simulation.results import write_text  # atomic (imports JAX: only here, the children stay light)
 
     write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -140,7 +140,8 @@ def numpy_fair_greedy(runs, horizon, seed):
 
 def study_objects(horizon, block):
     """The environment, Fair-Greedy (its schedule depends on T) and the merit, as :func:`run_jax` uses them."""
-    return gm.gmf_synthetic(), gp.fair_greedy(horizon, lam=LAM, rho=RHO, block=block), bayesfair.merit.exponential(1.0)
+    policy = gp.fair_greedy(horizon, lam=LAM, rho=RHO, block=block)
+    return gm.gmf_synthetic(), policy, bayesfair.core.merit.exponential(1.0)
 
 
 def run_jax(runs, horizon, seed, chunk_size, block, objects=None):

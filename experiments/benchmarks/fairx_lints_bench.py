@@ -153,7 +153,7 @@ def numpy_fairx_lints(runs, horizon, seed, theta, n_arms, sigma, solver="numpy")
 def study_objects(theta, n_arms, sigma):
     """The environment, FairX-LinTS and the merit, as :func:`run_jax` uses them."""
     theta = np.asarray(theta)
-    merit = bayesfair.merit.exponential(MERIT_C)
+    merit = bayesfair.core.merit.exponential(MERIT_C)
     env = linear_bandit(n_arms, theta.size, theta=theta, sigma=sigma)
     return env, fairx_lints(linear_known_variance(0.0, 1.0, sigma**2), merit), merit
 

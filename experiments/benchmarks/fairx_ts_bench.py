@@ -31,7 +31,7 @@ import bayesfair  # one CPU device per core: must come before the first JAX oper
 import harness  # this folder's shared scaffolding (first on sys.path when run as a script)
 import numpy as np
 
-from bayesfair.metric_parts import FairXRegrets
+from bayesfair.simulation.metric_parts import FairXRegrets
 
 MERIT_C = 4.0
 TARGET_K, TARGET_RATIO = 60, 3.0
@@ -128,7 +128,7 @@ def run_jax(runs, horizon, seed, chunk_size, means):
         Its ``value`` is the ``[R]`` fairness regret at T.
     """
     env = bayesfair.bernoulli_arms(np.asarray(means))
-    merit = bayesfair.merit.exponential(MERIT_C)
+    merit = bayesfair.core.merit.exponential(MERIT_C)
     policy = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), merit)
     call = harness.simulate(seed, env, {"FairX-TS": policy}, horizon, runs, merit=merit, checkpoints=[horizon],
                             metrics=[FairXRegrets(merit)], chunk_size=chunk_size)

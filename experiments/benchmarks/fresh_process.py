@@ -123,7 +123,7 @@ def main(argv=None):
     print(f"{'phase':<40}" + "".join(f"{'gc.freeze() at exit' if m else 'plain':>22}" for m in modes))
     for k in (*PHASES, "spawn to exit"):
         print(f"{k:<40}" + "".join(f"{med[m][k]:22.3f}" for m in modes))
-    from bayesfair.io import write_text  # atomic; creates the folder
+    from bayesfair.simulation.results import write_text  # atomic; creates the folder
 
     report = {"benchmark": "fresh_process", "family": a.family, "label": label, "runs": a.runs, "horizon": a.horizon,
               "repeats": a.repeats, "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -219,9 +219,9 @@ def numpy_fairx_gaussian(runs, horizon, seed, k, posterior):
 @functools.cache
 def _fairx_study(k, policy, seed):
     import bayesfair
-    from bayesfair.metric_parts import FairXRegrets
+    from bayesfair.simulation.metric_parts import FairXRegrets
 
-    merit = bayesfair.merit.exponential(MERIT_C)
+    merit = bayesfair.core.merit.exponential(MERIT_C)
     env = bayesfair.bernoulli_arms(bernoulli_means(k, seed))
     post = bayesfair.beta_bernoulli()
     pol = {"fairx_ts": lambda: bayesfair.fairx_ts(post, merit), "ts": lambda: bayesfair.thompson(post),
@@ -242,9 +242,9 @@ def bayesfair_fairx(runs, horizon, seed, chunk_size, k, policy):
 @functools.cache
 def _fairx_gaussian_study(k, posterior, seed):
     import bayesfair
-    from bayesfair.metric_parts import FairXRegrets
+    from bayesfair.simulation.metric_parts import FairXRegrets
 
-    merit = bayesfair.merit.exponential(MERIT_C)
+    merit = bayesfair.core.merit.exponential(MERIT_C)
     env = bayesfair.gaussian_arms(bernoulli_means(k, seed), sigma=GAUSS_SIGMA)
     post = {"normal": lambda: bayesfair.normal_known_variance(**NORMAL_PRIOR),
             "nig": lambda: bayesfair.normal_inverse_gamma(**NIG_PRIOR)}[posterior]()
@@ -336,7 +336,7 @@ def _bilevel():
 
 
 def _bilevel_means(runs, seed):
-    from bayesfair.simulate import run_means
+    from bayesfair.simulation.simulator import run_means
 
     b = _script("bilevel_bench")
     return run_means(_bilevel().environment(b.SETTING_OF_K[15]), seed, runs)
@@ -612,7 +612,7 @@ def main(argv=None):
                                             chunk_size=args.chunk_size, cold=args.cold))
     report["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     print_report(report)
-    from bayesfair.io import write_text  # atomic (imports JAX: only here, the children stay light)
+    from bayesfair.simulation.results import write_text  # atomic (imports JAX: only here, the children stay light)
 
     write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -55,7 +55,7 @@ import bayesfair  # one CPU device per core: must come before the first JAX oper
 import jax
 import numpy as np
 
-from bayesfair.io import write_text
+from bayesfair.simulation.results import write_text
 
 HERE = Path(__file__).resolve().parent
 UNRESOLVED_NOTE = ("? time(2T) - time(T) is under twice the spread of repeated timings (compile-time jitter):"
@@ -567,7 +567,7 @@ def finish(report, out, printer):
     report : dict
         From :func:`new_report`, completed by the script.
     out : path-like
-        The JSON file, written atomically (:func:`bayesfair.io.write_text`).
+        The JSON file, written atomically (:func:`bayesfair.simulation.results.write_text`).
     printer : callable
         The script's ``print_report(report)``.
 

@@ -74,7 +74,7 @@ def run_simulation(posterior, means, args):
         chunk) and the mean final ``fairness_regret_per_T``.
     """
     env = bayesfair.bernoulli_arms(means)
-    merit = bayesfair.merit.exponential(MERIT_C)
+    merit = bayesfair.core.merit.exponential(MERIT_C)
     call = harness.simulate(args.seed, env, {"p": bayesfair.fairx_ts(posterior, merit)}, args.horizon, args.runs,
                             merit=merit, checkpoints=[args.horizon], chunk_size=args.chunk_size)
     fr = call.value["fairness_regret"].isel(checkpoint=-1).values / args.horizon

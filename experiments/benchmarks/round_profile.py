@@ -38,8 +38,8 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grid_bench as gb  # noqa: E402
 
-from bayesfair import _random  # noqa: E402
-from bayesfair.metric_parts import FairXRegrets  # noqa: E402
+from bayesfair.core import _random  # noqa: E402
+from bayesfair.simulation.metric_parts import FairXRegrets  # noqa: E402
 
 VARIANTS = ("exact", "gaussian", "no-metrics", "one-device", "uniform", "ts", "nig")
 
@@ -57,7 +57,7 @@ def main(argv=None) -> None:
     if args.variant == "gaussian":
         _random.gamma = lambda key, a, allow_small=True: jnp.maximum(
             a + jnp.sqrt(a) * jax.random.normal(key, a.shape), 1e-3)
-    merit = bayesfair.merit.exponential(gb.MERIT_C)
+    merit = bayesfair.core.merit.exponential(gb.MERIT_C)
     env = bayesfair.bernoulli_arms(gb.bernoulli_means(args.arms, 0))
     nig = bayesfair.normal_inverse_gamma(m0=0.5, kappa0=1.0, a0=1.0, b0=0.25)
     policy = {"uniform": bayesfair.uniform, "ts": lambda: bayesfair.thompson(bayesfair.beta_bernoulli()),

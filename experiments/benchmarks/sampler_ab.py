@@ -1,7 +1,7 @@
 """Steady-state A/B of the exact Gamma sampler inside ``simulate``, in ONE process (issue 18).
 
 The NumPy reference of ``grid_bench.py`` (FairX-TS or TS, Beta-Bernoulli, merit exp(4 mu),
-fairness and reward regret at T/2 and T), bayesfair with ``bayesfair._random.gamma`` taken from
+fairness and reward regret at T/2 and T), bayesfair with ``bayesfair.core._random.gamma`` taken from
 another copy of ``_random.py`` (``--old``, e.g. the file at an earlier commit:
 ``git show <commit>:bayesfair/_random.py > /tmp/old_random.py``), and bayesfair with the current
 sampler, interleaved per repetition; medians. Each side gets its own policy object, so its own
@@ -27,14 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grid_bench as gb  # noqa: E402
 
 import bayesfair  # noqa: E402
-from bayesfair import _random  # noqa: E402
-from bayesfair.metric_parts import FairXRegrets  # noqa: E402
+from bayesfair.core import _random  # noqa: E402
+from bayesfair.simulation.metric_parts import FairXRegrets  # noqa: E402
 
 FAMILIES = {"fairx_ts_k10": (10, "fairx_ts"), "fairx_ts_k60": (60, "fairx_ts"), "ts_k10": (10, "ts")}
 
 
 def _study(k: int, policy: str):
-    merit = bayesfair.merit.exponential(gb.MERIT_C)
+    merit = bayesfair.core.merit.exponential(gb.MERIT_C)
     env = bayesfair.bernoulli_arms(gb.bernoulli_means(k, 0))
     post = bayesfair.beta_bernoulli()
     pol = bayesfair.fairx_ts(post, merit) if policy == "fairx_ts" else bayesfair.thompson(post)

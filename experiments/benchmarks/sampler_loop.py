@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bayesfair import _random
+from bayesfair.core import _random
 
 
 def _loop(beta, runs: int, arms: int, rounds: int):

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import load_config
-from bayesfair.io import write_text
+from bayesfair.simulation.results import write_text
+from bayesfair.workflow.config import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -53,8 +53,8 @@ from pathlib import Path
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import Study, load_config
-from bayesfair.io import write_text
+from bayesfair.simulation.results import write_text
+from bayesfair.workflow.config import Study, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # The two settings' studies at beta = (0.4, 0.4), all eight policies; each setting's seed is its
@@ -169,9 +169,9 @@ def _band(ax, t, arr, label, style="-"):
 
 
 def figures(results: dict, out: Path) -> list[Path]:
-    from bayesfair.plotting import _plt, save_figure
+    from bayesfair.plotting import pyplot, save_figure
 
-    plt = _plt()
+    plt = pyplot()
     written = []
     letters = {"high": "a", "low": "b"}
     base_tag = _tag(BASELINE_BETA)

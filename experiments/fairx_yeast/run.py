@@ -15,7 +15,7 @@ The studies are configs, ``experiments/configs/fairx_yeast_fig1.toml``, ``fairx_
 ``--scale``, ``--seed`` (the split, the RFF map and 100 N added to the seeds), ``--bias`` and the
 hyper-parameters are overrides of them. The data are split once at random into 20% validation /
 80% test examples (Section 5.1). Hyper-parameters are chosen by
-:func:`bayesfair.tuning.grid_search` on the validation bandit (the config with
+:func:`bayesfair.workflow.tuning.grid_search` on the validation bandit (the config with
 ``environment.part = "validation"``; minimum fairness regret, as the paper does), cached in
 ``<out>/tuned_params.json`` and printed; the figures are run on the test bandit. ``--no-tune``
 uses the documented defaults instead.
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import Study, parse_config, parse_override, set_path
-from bayesfair.io import write_text
+from bayesfair.simulation.results import write_text
+from bayesfair.workflow.config import Study, parse_config, parse_override, set_path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -197,7 +197,7 @@ class Tuner:
         hit = self.cache.get(entry_key)
         if hit is not None and hit.get("signature") == signature:
             return dict(hit["params"])
-        from bayesfair.tuning import grid_points, grid_search
+        from bayesfair.workflow.tuning import grid_points, grid_search
 
         points = grid_points(self.grids[name])
         if len(points) == 1:  # nothing to choose
@@ -235,7 +235,7 @@ class Tuner:
     def chosen(self, mode: str, c: float, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
         out = {n: self.params(mode, c, n) for n in names}
         print(f"hyper-parameters ({mode}, c={c:g}, {self.origin(mode, c)}):")
-        from bayesfair.tuning import grid_points
+        from bayesfair.workflow.tuning import grid_points
 
         for n, p in out.items():
             fixed = not self.args.no_tune and len(grid_points(self.grids[n])) == 1

@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import load_config
 from bayesfair.environments import group_meritocratic as gm
-from bayesfair.io import write_text
+from bayesfair.simulation.results import write_text
+from bayesfair.workflow.config import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -111,7 +111,7 @@ def figure1(args) -> dict:
     cfg = {"horizon": study.horizon, "runs": study.runs}
     bf.write_results(ds, args.out / "fig1.nc")
 
-    plt = plotting._plt()
+    plt = plotting.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14.5, 3.9))
     weights = np.asarray(env.config["theta"][:-1]).reshape(env.spec.n_groups, env.config["block_size"])
     offsets = env.config["bias_weight"] * env.config["bias_step"] * np.arange(1, env.spec.n_groups + 1)
@@ -157,7 +157,7 @@ def figure2(args) -> dict:
     rate = gm.selection_rate(ds)  # [policy, run, group]
     names = list(ds["policy"].values)
     groups = list(ds["group"].values)
-    plt = plotting._plt()
+    plt = plotting.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15.5, 4.2))
     width = 0.8 / len(names)
     xg = np.arange(len(groups))

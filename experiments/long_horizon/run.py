@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
-from bayesfair.config import ConfigError, load_config
-from bayesfair.io import write_text
 from bayesfair.plotting import save_figure
+from bayesfair.simulation.results import write_text
+from bayesfair.workflow.config import ConfigError, load_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "long_horizon.toml"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import jax
 
-from bayesfair import _random
+from bayesfair.core import _random
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
-from bayesfair.registry import POSITIVE, declare, real
-from bayesfair.types import Observation, Spec
+from bayesfair.workflow.registry import POSITIVE, declare, real
+from bayesfair.core.types import Observation, Spec
 
 __all__ = ["softmax"]
 

@@ -4,7 +4,7 @@ Copy this file into ``bayesfair/environments/`` (or any importable package), ren
 and its declared name, and replace ``reset``/``step``. The ``@declare`` decorator registers it for
 study configs and ``bayesfair list`` and checks its parameters; the registry-driven contract test
 (``tests/test_contract.py``) builds it from the declared ``example`` and checks ``reset``/``step``.
-Constructors that take Python objects (a :class:`~bayesfair.groups.Groups`, a data table) declare a
+Constructors that take Python objects (a :class:`~bayesfair.core.groups.Groups`, a data table) declare a
 second, config-friendly function next to them that builds those objects from plain values.
 """
 
@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair._validate import finite_array
+from bayesfair.core._validate import finite_array
 from bayesfair.environments.base import Environment
-from bayesfair.groups import Groups
-from bayesfair.registry import declare, floats, real
-from bayesfair.types import Observation, Round, Spec
+from bayesfair.core.groups import Groups
+from bayesfair.workflow.registry import declare, floats, real
+from bayesfair.core.types import Observation, Round, Spec
 
 __all__ = ["uniform_noise_arms"]
 

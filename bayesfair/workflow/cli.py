@@ -1,0 +1,554 @@
+"""The ``bayesfair`` command line.
+
+Commands
+--------
+``bayesfair demo``
+    The shipped demo config (``bayesfair/data/demo.toml`` = ``experiments/configs/demo.toml``; the
+    main job of ``make demo``): FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli
+    problem with f(mu) = exp(4 mu); ``--runs``/``--horizon``/``--seed``/``--c`` override it.
+``bayesfair simulate CONFIG [--out DIR] [--resume] [--quiet] [--log] [--set KEY=VALUE ...]``
+    Run the study (or sweep) of a TOML config (:mod:`bayesfair.workflow.config`) with a progress bar and
+    write the results atomically; ``--resume`` continues an interrupted run from its last saved
+    chunk boundary with exactly the numbers of an uninterrupted run. Sweeps run locally, or on
+    Dask with ``--dask`` (a LocalCluster) or ``--scheduler ADDRESS``.
+``bayesfair plot RESULTS``
+    Regret (mean over runs with a 10-90% band) and exposure figures, or the sweep figure.
+``bayesfair report RESULTS``
+    A markdown and an HTML summary (tables, configuration, figures embedded).
+``bayesfair fit RECIPE [ARGS ...]``
+    Run a model recipe of ``models/`` (by name or path); ``bayesfair fit --list`` lists them.
+``bayesfair list``
+    Registered policies, environments, posteriors, merit functions and datasets.
+
+Exit codes (every command; the table is in docs/workflow.md)
+-------------------------------------------------------------
+0 success; 1 runtime failure (a policy produced invalid values, a bug; the message names it);
+2 bad input (bad arguments, invalid config, a policy that does not fit the environment, a
+missing, damaged or foreign input file, an output folder that would lose results or progress);
+130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: a study saves its last chunk boundary for
+``--resume`` first; a second signal exits at once. Set ``BAYESFAIR_DEBUG=1`` for tracebacks of
+runtime failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bayesfair.core._signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupts
+from bayesfair.workflow.report import print_tables, sweep_table, write_figures, write_report
+
+__all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
+           "demo_config", "sweep_table", "write_figures", "write_report"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2  # EXIT_INTERRUPTED 130, EXIT_TERMINATED 143: _signals
+
+_EPILOG = ("exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, config, files, output "
+           "folder), 130 interrupted by Ctrl-C, 143 by SIGTERM (the study's state is saved; continue with "
+           "--resume; a second signal exits at once)")
+
+
+class UsageError(Exception):
+    """A command-line problem found after parsing (exit code 2)."""
+
+
+def _number(kind: type, minimum: float, what: str, strict: bool = False):
+    """An argparse ``type``: ``kind(text)`` at least ``minimum`` (above it when ``strict``)."""
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (v > minimum if strict else v >= minimum):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
+
+
+_positive_int = _number(int, 1, "a positive integer")
+_nonneg_int = _number(int, 0, "a non-negative integer")
+_positive_float = _number(float, 0.0, "a positive number", strict=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog="bayesfair", description="Fair bandits, done the Bayesian way.",
+                                epilog=_EPILOG, formatter_class=fmt)
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run the shipped demo config (a FairX study), print a table, write figures",
+                       description="FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli "
+                                   "problem with f(mu) = exp(4 mu).", epilog=_EPILOG)
+    d.add_argument("--runs", type=_positive_int, default=20, help="independent runs (default 20)")
+    d.add_argument("--horizon", type=_positive_int, default=20_000, help="rounds per run (default 20000)")
+    d.add_argument("--seed", type=_nonneg_int, default=0, help="integer seed (default 0)")
+    d.add_argument("--c", type=float, default=4.0, help="merit steepness c in exp(c mu) (default 4)")
+    d.add_argument("--out", type=Path, default=Path("demo-output"), help="output folder (default demo-output)")
+    d.add_argument("--no-progress", action="store_true", help="do not print a progress bar")
+    d.add_argument("--overwrite", action="store_true",
+                   help="replace a demo.nc of a demo run with other settings (refused otherwise)")
+
+    s = sub.add_parser(
+        "simulate", help="run the study (or sweep) of a TOML config", epilog=_EPILOG, formatter_class=fmt,
+        description="Run a study config (see docs/workflow.md) with a progress bar and write "
+                    "<out>/<name>.nc atomically. The state is saved at chunk boundaries to "
+                    "<out>/<name>.resume.npz, so an interrupted run continues with --resume and gives "
+                    "exactly the numbers of an uninterrupted one. A config with a [sweep] table runs "
+                    "every grid point and combines them into <out>/<name>.nc.")
+    s.add_argument("config", type=Path, help="the study config (TOML)")
+    s.add_argument("--out", type=Path, help="output folder (default: the config's `output`)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from its resume file (or skip finished sweep points)")
+    s.add_argument("--restart", action="store_true",
+                   help="discard the saved progress of an interrupted run and start over (refused otherwise)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace results of a different study in the output folder, and their report and "
+                        "figures (refused otherwise)")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
+    s.add_argument("--log", action="store_true",
+                   help="also write the per-round log <out>/<name>.log.parquet (CSV without pyarrow)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value before validation, e.g. --set runs=5 "
+                        "--set policies.FairX-EG.epsilon=0.1 (values are TOML; repeatable)")
+    s.add_argument("--dry-run", action="store_true", help="validate the config, print the study and exit")
+    s.add_argument("--dask", action="store_true", help="run the sweep points on a new Dask LocalCluster")
+    s.add_argument("--scheduler", metavar="ADDRESS", help="run the sweep points on this Dask scheduler")
+    s.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster workers (default 2)")
+    s.add_argument("--processes", action="store_true",
+                   help="LocalCluster workers as processes (default: threads in this process)")
+    s.add_argument("--save-every-chunks", type=_positive_int, metavar="N",
+                   help="save the resume file every N chunks (default: the config's [resume])")
+    s.add_argument("--save-every-seconds", type=_positive_float, metavar="S",
+                   help="save the resume file every S seconds (default: the config's [resume], 30)")
+    s.add_argument("--stop-after-chunks", type=_positive_int, help=argparse.SUPPRESS)  # test hook
+    s.add_argument("--hold-in-xla", type=_positive_float, help=argparse.SUPPRESS)  # test hook: see _hold_in_xla
+
+    pl = sub.add_parser("plot", help="regret and exposure figures of a results file", epilog=_EPILOG,
+                        description="Write regret.png (cumulative fairness and reward regret, and the bi-level "
+                                    "regret when recorded: mean over runs with a 10-90%% band), exposure.png "
+                                    "(exposure share per arm vs pi*) and, with groups or floors, groups.png "
+                                    "(group exposure over rounds against the floors) next to the results, or "
+                                    "sweep.png for a sweep.")
+    pl.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
+    pl.add_argument("--out", type=Path, help="folder for the figures (default: the results' folder)")
+    pl.add_argument("--logx", action="store_true", help="logarithmic round axis")
+
+    r = sub.add_parser("report", help="markdown + HTML summary of a results file", epilog=_EPILOG,
+                       description="Write <name>.report.md and <name>.report.html: configuration, the "
+                                   "final regret table (mean ± standard error over runs), the group table "
+                                   "(with groups or floors), exposure shares and the figures (embedded in the "
+                                   "HTML); and <name>.report.csv, the same numbers as a tidy table.")
+    r.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
+    r.add_argument("--out", type=Path, help="folder for the report (default: the results' folder)")
+
+    f = sub.add_parser("fit", help="run a model recipe of models/", epilog=_EPILOG,
+                       description="Run models/<RECIPE>.py (its main(argv) function) with the remaining "
+                                   "arguments; RECIPE is a name or a path. Without RECIPE, list the recipes.")
+    f.add_argument("recipe", nargs="?", help="recipe name (models/<name>.py) or path to a .py file")
+    f.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the recipe's main()")
+    f.add_argument("--list", action="store_true", help="list the recipes and exit")
+    f.add_argument("--models-dir", type=Path,
+                   help="recipe folder (default: $BAYESFAIR_MODELS, ./models, or the checkout's models/)")
+
+    li = sub.add_parser("list", help="registered policies, environments, posteriors, merits and datasets",
+                        epilog=_EPILOG)
+    li.add_argument("what", nargs="?", choices=("policies", "environments", "posteriors", "merits", "datasets"),
+                    help="only this kind")
+    li.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# demo: the shipped demo config
+
+
+def demo_config() -> Path:
+    """The demo study's config, shipped with the package (``bayesfair/data/demo.toml``; the same
+    file as ``experiments/configs/demo.toml``)."""
+    return Path(__file__).resolve().parents[1] / "data" / "demo.toml"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEMO_MEANS":  # the demo problem's arm means, as written in the demo config
+        import tomllib
+
+        with open(demo_config(), "rb") as f:
+            return tuple(tomllib.load(f)["environment"]["means"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from bayesfair.workflow.config import load_config
+    from bayesfair.workflow.report import print_tables, write_figures
+
+    if not str(args.out).strip():
+        raise UsageError("--out must name a folder")
+    study = load_config(demo_config(), [f"runs={args.runs}", f"horizon={args.horizon}", f"seed={args.seed}",
+                                        f"merit.c={float(args.c)!r}", f"output={json.dumps(str(args.out))}"])
+    t0 = time.perf_counter()
+    res = study.execute(progress=not args.no_progress, restart=True, overwrite=args.overwrite,
+                        say=lambda m: print(m, file=sys.stderr))
+    elapsed = time.perf_counter() - t0
+    f1, f2 = write_figures(res.dataset, args.out)
+    print(f"\nbayesfair demo: {study.env.spec.n_arms} Bernoulli arms, f(mu) = exp({args.c:g} mu), "
+          f"{args.runs} runs x {args.horizon:,} rounds, seed {args.seed}")
+    print_tables(res.dataset)
+    print(f"\nsimulated in {elapsed:.1f} s; wrote {res.results}, {f1}, {f2}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# simulate
+
+
+class _Bar:
+    """Progress callback: rounds done, run-rounds/s and ETA on stderr (throttled)."""
+
+    def __init__(self, label: str = ""):
+        self.label = label
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, info: dict) -> None:
+        now = time.monotonic()
+        done, total = info["done"], max(info["total"], 1)
+        finished = done >= total
+        if not finished and now - self.last < (0.5 if self.tty else 10.0):
+            return
+        self.last = now
+        frac = min(done / total, 1.0)
+        bar = "#" * int(24 * frac)
+        eta = info["eta"]
+        eta_s = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta == eta and eta < 8.64e6 else "--:--:--"
+        line = (f"{self.label}[{bar:<24}] {done:,}/{total:,} run-rounds {100 * frac:5.1f}%  {info['policy']:<12} "
+                f"{info['rate']:,.0f} run-rounds/s  ETA {eta_s}")
+        if self.tty:
+            sys.stderr.write("\r" + line + ("\n" if finished else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _describe_study(study: Any) -> str:
+    c = study.config
+    env = {k: v for k, v in c["environment"].items() if k != "name"}
+    lines = [f"study {c['name']}: {c['runs']} runs x {c['horizon']:,} rounds, seed {c['seed']}, "
+             f"{study.checkpoints.size} checkpoints, chunk_size {c['chunk_size']}",
+             f"  environment {c['environment']['name']} {json.dumps(env)}",
+             f"  merit {json.dumps(c['merit'])}"]
+    if c["floors"] is not None:
+        lines.append(f"  floors {c['floors']}")
+    for label, spec in c["policies"].items():
+        params = {k: v for k, v in spec.items() if k not in ("name", "merit") or (k == "merit" and v != c["merit"])}
+        lines.append(f"  policy {label}: {spec['name']} {json.dumps(params)}")
+    lines.append(f"  output {c['output']}")
+    return "\n".join(lines)
+
+
+def _hold_in_xla(seconds: float) -> None:
+    """Test hook: keep the main thread inside one XLA computation for about ``seconds`` (as a long
+    compilation does), where Python signal handlers cannot run."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    spin = jax.jit(lambda n: lax.fori_loop(0, n, lambda i, x: x * 1.0000001 + 1e-9, jnp.float32(1.0)))
+    spin(1).block_until_ready()
+    print("bayesfair: holding in XLA", file=sys.stderr, flush=True)
+    spin(int(min(seconds, 10.0) * 2e8)).block_until_ready()
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from bayesfair.workflow.config import load_config
+    from bayesfair.workflow.sweep import Sweep, dask_client
+
+    if args.hold_in_xla:
+        _hold_in_xla(args.hold_in_xla)
+    if args.resume and args.restart:
+        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    overrides = list(args.set)  # --out and --log change the config itself: what is printed, hashed and stored
+    if args.out is not None:
+        if not str(args.out).strip():
+            raise UsageError("--out must name a folder")
+        overrides.append(f"output={json.dumps(str(args.out))}")
+    if args.log:
+        overrides.append("log.enabled=true")
+    obj = load_config(args.config, overrides)
+    quiet = args.quiet
+    say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
+    if isinstance(obj, Sweep):
+        if args.log:
+            raise UsageError("--log is for single studies, not sweeps")
+        if args.dry_run:
+            print(f"sweep {obj.name}: {len(obj.points)} points over {', '.join(obj.keys)}")
+            print(_describe_study(obj.points[0]))
+            return EXIT_OK
+        client = None
+        if args.dask or args.scheduler:
+            try:
+                client = dask_client(args.scheduler, n_workers=args.workers, processes=args.processes)
+            except ImportError as exc:
+                raise UsageError(str(exc)) from None
+            if not quiet:
+                where = args.scheduler or f"a LocalCluster of {args.workers} workers"
+                print(f"running {len(obj.points)} sweep points on Dask ({where})", file=sys.stderr)
+        try:
+            res = obj.execute(progress=False if quiet else _Bar(), resume=args.resume, restart=args.restart,
+                              overwrite=args.overwrite, client=client, stop_after_chunks=args.stop_after_chunks,
+                              report=None if quiet else say)
+        finally:
+            if client is not None:
+                cluster = getattr(client, "cluster", None)
+                client.close()
+                if cluster is not None and not args.scheduler:
+                    cluster.close()
+        print(f"wrote {res.results} ({len(obj.points)} points)")
+        return EXIT_OK
+    if args.dask or args.scheduler:
+        raise UsageError("--dask/--scheduler run the points of a [sweep] config; this config has no [sweep]")
+    if args.dry_run:
+        if obj.config["log"]["enabled"]:
+            obj.make_log()  # the log's size and format are checked as the run would check them
+        print(_describe_study(obj))
+        return EXIT_OK
+    if not quiet:
+        print(_describe_study(obj), file=sys.stderr)
+    paths = obj.paths()
+    if args.resume and paths["resume"].exists():
+        say(f"resuming from {paths['resume']}")
+    t0 = time.perf_counter()
+    res = obj.execute(progress=False if quiet else _Bar(), resume=args.resume, restart=args.restart,
+                      overwrite=args.overwrite, stop_after_chunks=args.stop_after_chunks,
+                      every_chunks=args.save_every_chunks, every_seconds=args.save_every_seconds, say=say)
+    if not quiet:
+        print_tables(res.dataset)
+        print(f"\nfinished in {time.perf_counter() - t0:.1f} s")
+    print(f"wrote {res.results}" + (f" and {res.log}" if res.log else ""))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# plot and report
+
+
+def _results_file(path: Path) -> Path:
+    if path.is_dir():
+        found = sorted(p for p in path.glob("*.nc") if not p.name.startswith("."))
+        if len(found) != 1:
+            raise UsageError(f"{path} holds {len(found)} results files (.nc); name one")
+        return found[0]
+    if not path.is_file():
+        raise UsageError(f"no results file at {path}")
+    return path
+
+
+def _load_results(path: Path) -> tuple[Path, Any]:
+    from bayesfair.simulation import results as io
+
+    path = _results_file(path)
+    try:
+        return path, io.read_results(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as bayesfair results: {exc}") from None
+
+
+def _figure_folder(args: argparse.Namespace, path: Path) -> Path:
+    """``--out`` (or the results' folder), checked writable before anything is drawn."""
+    from bayesfair.workflow.outputs import check_writable
+
+    return check_writable(args.out or path.parent)
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    path, ds = _load_results(args.results)
+    folder = _figure_folder(args, path)
+    for fig in write_figures(ds, folder, path.stem, logx=args.logx):
+        print(f"wrote {fig}")
+    return EXIT_OK
+
+
+def run_report(args: argparse.Namespace) -> int:
+    path, ds = _load_results(args.results)
+    folder = _figure_folder(args, path)
+    figures = write_figures(ds, folder, path.stem)
+    md, page = write_report(ds, folder, path.stem, figures)
+    print(f"wrote {md} and {page}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# fit and list
+
+
+def models_dir(arg: Path | None = None) -> Path:
+    """The recipe folder: ``arg``, ``$BAYESFAIR_MODELS``, ``./models``, or the checkout's ``models/``."""
+    if arg is not None:
+        return arg
+    if os.environ.get("BAYESFAIR_MODELS"):
+        return Path(os.environ["BAYESFAIR_MODELS"])
+    here = Path.cwd() / "models"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parent.parent / "models"
+
+
+def recipes(folder: Path) -> dict[str, Path]:
+    """``{name: path}`` of the recipes (``*.py`` not starting with ``_``) in ``folder``."""
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")}
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    folder = models_dir(args.models_dir)
+    found = recipes(folder)
+    if args.list or not args.recipe:
+        if not found:
+            print(f"no recipes in {folder} (a recipe is a models/<name>.py file with a main(argv) function)")
+        else:
+            print(f"recipes in {folder}:")
+            for name, p in found.items():
+                print(f"  {name:<24} {_first_doc_line(p)}")
+        return EXIT_OK
+    rec = args.recipe
+    path = Path(rec) if rec.endswith(".py") or os.sep in rec else folder / f"{rec}.py"
+    if not path.is_file():
+        avail = ", ".join(found) or "none"
+        raise UsageError(f"no recipe {rec!r} (looked for {path}); recipes in {folder}: {avail}")
+    spec = importlib.util.spec_from_file_location(f"bayesfair_recipe_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    main_fn = getattr(module, "main", None)
+    if not callable(main_fn):
+        raise UsageError(f"recipe {path} has no main(argv) function")
+    try:
+        rc = main_fn(list(args.args))
+    except SystemExit as exc:  # a recipe that exits by itself
+        code = exc.code
+        if code is None or isinstance(code, int):
+            return EXIT_OK if code is None else code
+        print(f"bayesfair: {code}", file=sys.stderr)  # SystemExit("message"): Python prints it, so do we
+        return EXIT_FAILURE
+    return int(rc or 0)
+
+
+def _first_doc_line(path: Path) -> str:
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from bayesfair.workflow import registry
+
+    rows = registry.table()
+    kinds = {"policies": "policy", "environments": "environment", "posteriors": "posterior", "merits": "merit"}
+    datasets = []
+    if args.what in (None, "datasets"):
+        from bayesfair.datasets import list_datasets
+
+        df = list_datasets()
+        datasets = [{"name": n, "title": r["title"], "size_bytes": int(r["size_bytes"]), "loader": r["loader"]}
+                    for n, r in df.iterrows()]
+    if args.what is not None and args.what != "datasets":
+        rows = [r for r in rows if r["kind"] == kinds[args.what]]
+    elif args.what == "datasets":
+        rows = []
+    if args.json:
+        print(json.dumps({"registry": rows, "datasets": datasets}, indent=1))
+        return EXIT_OK
+    import shutil
+    import textwrap
+
+    width = max(60, min(shutil.get_terminal_size((110, 24)).columns, 140))
+    for plural, kind in kinds.items():
+        sel = [r for r in rows if r["kind"] == kind]
+        if not sel:
+            continue
+        print(f"{plural}:")
+        col = max(len(r["name"]) for r in sel) + 4
+        for r in sel:
+            text = r["doc"] if r["available"] else f"not available: {r['reason']}"
+            lines = textwrap.wrap(text, width - col) or [""]  # whole words, nothing cut
+            if r["available"] and r["params"]:
+                lines += textwrap.wrap(f"params: {r['params']}", width - col, initial_indent="  ",
+                                       subsequent_indent="    ")
+            print(f"  {r['name']:<{col - 2}}{lines[0]}")
+            for line in lines[1:]:
+                print(f"{'':<{col}}{line}")
+        print()
+    if datasets:
+        from bayesfair.datasets import cache_dir
+
+        print(f"datasets (bayesfair.datasets; data folder {cache_dir()}: BAYESFAIR_DATA, else ../shared/data "
+              f"beside the checkout, else the user cache; see docs/datasets.md):")
+        for d in datasets:
+            print(f"  {d['name']:<22} {d['title']} ({d['size_bytes'] / 1e6:.1f} MB; {d['loader']})")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (argparse usage errors raise SystemExit(2))."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from bayesfair.core.version import __version__
+
+        print(__version__)
+        return EXIT_OK
+    handlers = {"demo": run_demo, "simulate": run_simulate, "plot": run_plot, "report": run_report,
+                "fit": run_fit, "list": run_list}
+    if args.command not in handlers:
+        parser.print_help()
+        return EXIT_USAGE
+
+    from bayesfair.core.compat import IncompatibleError
+    from bayesfair.datasets import DatasetError
+    from bayesfair.simulation.results import ResultsFileError
+    from bayesfair.simulation.simulator import SimulationError
+    from bayesfair.workflow.outputs import OutputError
+    from bayesfair.workflow.persist import PersistError, StudyInterrupted
+    from bayesfair.workflow.registry import ConfigError
+
+    interrupts = Interrupts()
+    interrupts.install()
+    try:
+        return handlers[args.command](args)
+    except ConfigError as exc:
+        print(f"bayesfair: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (UsageError, PersistError, OutputError, IncompatibleError, ResultsFileError, DatasetError,
+            FileNotFoundError) as exc:
+        print(f"bayesfair: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (KeyboardInterrupt, StudyInterrupted) as exc:
+        sys.stderr.write(f"\nbayesfair: interrupted{f' ({exc})' if str(exc) else ''}")
+        sys.stderr.write("; continue with --resume\n" if args.command == "simulate" else "\n")
+        return interrupts.exit_code
+    except SimulationError as exc:
+        print(f"bayesfair: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - the documented exit code 1
+        if os.environ.get("BAYESFAIR_DEBUG"):
+            raise
+        print(f"bayesfair: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    finally:
+        interrupts.restore()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Output-folder safety: nothing a user made is overwritten or discarded without being told to.
+
+Before a study (or sweep) plays its first round, :func:`preflight` checks its output folder:
+
+- the folder can be created and written (a test file is made and removed), so an unwritable
+  folder is found before the work, not at the first save;
+- a results file already there is only replaced when it holds the *same* study (same
+  fingerprint: same numbers), or with ``overwrite=True`` (CLI ``--overwrite``); a file of a
+  different study, or one that cannot be read, is refused with the settings that differ;
+- ``resume=True`` on a finished study whose settings changed is refused, naming the settings;
+- a resume file (saved progress) is continued only with ``resume=True`` and discarded only with
+  ``restart=True`` (CLI ``--restart``); otherwise the study is refused, saying which round it
+  reached;
+- reports, figures and the per-round log named after the study (``<name>.report.md``/``.html``/
+  ``.csv``, ``<name>.regret.png`` and the other figures of :data:`FIGURE_KINDS`,
+  ``<name>.log.csv``/``.parquet``) describe the results file next to them: when a new results
+  file replaces another study's, they are removed (and listed); stale ones with no results file
+  beside them are refused unless ``overwrite=True``.
+
+Every refusal is an :class:`OutputError` (the CLI's exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["OutputError", "Preflight", "preflight", "check_writable", "config_diff", "derived_files",
+           "stored_study"]
+
+
+class OutputError(ValueError):
+    """The output folder holds something this run would destroy, or cannot be written."""
+
+
+def check_writable(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` if needed and write (then remove) a test file in it; raise OutputError if not possible."""
+    folder = Path(folder)
+    if str(folder).strip() == "":
+        raise OutputError("the output folder is empty: give a folder name")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".bayesfair-write-test.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"cannot write into the output folder {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
+def config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted key paths whose values differ between two JSON-like configs."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old or key not in new:
+                out.append(where)
+            else:
+                out += config_diff(old[key], new[key], where)
+        return out
+    same = json.dumps(old, sort_keys=True, default=str) == json.dumps(new, sort_keys=True, default=str)
+    return [] if same else [prefix or "(whole config)"]
+
+
+def _describe_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
+    if old is None:
+        return "its settings are not recorded"
+    skip = ("output", "description", "resume", "name", "fingerprint")
+    diff = [d for d in config_diff({k: v for k, v in old.items() if k not in skip},
+                                   {k: v for k, v in new.items() if k not in skip})]
+    if not diff:
+        return "same settings, other bayesfair version or per-round log setting"
+    shown = []
+    for d in diff[:6]:
+        o, n = _lookup(old, d), _lookup(new, d)
+        shown.append(f"{d}: {_short(o)} -> {_short(n)}")
+    more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
+    return "differs in " + "; ".join(shown) + more
+
+
+def _lookup(cfg: Any, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return "(absent)"
+    return node
+
+
+def _short(v: Any) -> str:
+    text = v if isinstance(v, str) and v == "(absent)" else json.dumps(v, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: The figures :func:`bayesfair.workflow.report.write_figures` writes, ``<stem>.<kind>.png`` (:func:`figure_file`).
+FIGURE_KINDS = ("regret", "exposure", "groups", "sweep")
+
+
+def figure_file(folder: Path, stem: str, kind: str) -> Path:
+    """Where the figure ``kind`` of the results ``<folder>/<stem>.nc`` goes (one rule for writing
+    and for :func:`derived_files`)."""
+    if kind not in FIGURE_KINDS:
+        raise ValueError(f"figure kind must be one of {FIGURE_KINDS}, got {kind!r}")
+    return folder / (f"{stem}.{kind}.png" if stem else f"{kind}.png")
+
+
+def derived_files(folder: Path, stem: str) -> list[Path]:
+    """Files written for the results ``<folder>/<stem>.nc`` besides them: the reports and figures
+    (by plot/report) and the per-round log. Exactly these names: a study named ``a`` does not own
+    the figures of a study named ``a.b``."""
+    if not folder.is_dir():
+        return []
+    found = [folder / f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
+    found += [figure_file(folder, stem, kind) for kind in FIGURE_KINDS]
+    found += [folder / f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
+    return [p for p in found if p.is_file()]
+
+
+def stored_study(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """(fingerprint, normalized study config) recorded in a results file; raises on unreadable files."""
+    from bayesfair.simulation import results as io
+
+    ds = io.read_results(path)
+    cfg = json.loads(ds.attrs.get("config", "{}"))
+    return cfg.get("fingerprint"), cfg.get("study", cfg)
+
+
+class Preflight:
+    """What :func:`preflight` found: ``done`` (the finished results to return as they are, or
+    None) and ``stale`` (derived files to remove once the new results are written)."""
+
+    def __init__(self, done: Any = None, stale: list[Path] | None = None, notes: list[str] | None = None):
+        self.done = done
+        self.stale = stale or []
+        self.notes = notes or []
+
+    def remove_stale(self, say: Callable[[str], None] | None = None) -> list[Path]:
+        removed = []
+        for p in self.stale:
+            try:
+                p.unlink()
+                removed.append(p)
+            except FileNotFoundError:
+                pass
+        if removed and say is not None:
+            say("removed the report, figures and log of the replaced results: " + ", ".join(p.name for p in removed))
+        return removed
+
+
+def preflight(*, results: Path, resume_file: Path | None, fingerprint: str, config: Mapping[str, Any],
+              resume: bool = False, restart: bool = False, overwrite: bool = False,
+              read_resume: Callable[[Path], tuple[str | None, Mapping[str, Any] | None, str]] | None = None
+              ) -> Preflight:
+    """Check the output folder of one study before it runs (see the module docstring).
+
+    ``read_resume(path) -> (fingerprint, config, progress text)`` describes a resume file.
+    Returns a :class:`Preflight`; raises :class:`OutputError` when the run would destroy something.
+    """
+    from bayesfair.simulation import results as io
+
+    folder = check_writable(results.parent)
+    stem = results.stem
+    derived = derived_files(folder, stem)
+    have_resume = resume_file is not None and resume_file.is_file()
+    if have_resume and not resume:
+        if not restart:
+            progress = ""
+            if read_resume is not None:
+                try:
+                    progress = " (" + read_resume(resume_file)[2] + ")"
+                except (OSError, ValueError):
+                    progress = " (unreadable)"
+            raise OutputError(f"{resume_file} holds the saved progress of an interrupted run{progress}; continue it "
+                              "with --resume (Python: resume=True), or discard it with --restart (restart=True)")
+    if have_resume and resume and read_resume is not None:
+        try:
+            fp, old_cfg, _ = read_resume(resume_file)
+        except (OSError, ValueError) as exc:
+            raise OutputError(f"cannot continue from {resume_file}: {exc}; discard it with --restart") from None
+        if fp != fingerprint:
+            raise OutputError(f"{resume_file} belongs to a different study ({_describe_diff(old_cfg, config)}); "
+                              "--resume continues only the same study: discard the saved progress with "
+                              "--restart, or write elsewhere with --out")
+    if results.exists():
+        try:
+            old_fp, old_cfg = stored_study(results)
+        except (OSError, ValueError, KeyError) as exc:  # unreadable, damaged or foreign
+            if not overwrite:
+                raise OutputError(f"{results} exists and cannot be read as bayesfair results ({exc}); refusing to "
+                                  "overwrite it: replace it with --overwrite (overwrite=True), or write elsewhere "
+                                  "with --out") from None
+            return Preflight(stale=derived, notes=[f"replacing the unreadable {results}"])
+        if old_fp == fingerprint:
+            if resume and not have_resume:
+                return Preflight(done=io.read_results(results))
+            return Preflight()  # the same study: the same numbers are written again
+        what = _describe_diff(old_cfg, config)
+        if resume and not have_resume:
+            raise OutputError(f"{results} holds a finished study with other settings ({what}); --resume continues "
+                              "only the same study: run without --resume and with --overwrite to replace it, or "
+                              "write elsewhere with --out")
+        if not overwrite:
+            raise OutputError(f"{results} holds the results of a different study ({what}); refusing to overwrite "
+                              "them: replace them with --overwrite (overwrite=True), or write elsewhere with --out")
+        return Preflight(stale=derived, notes=[f"replacing {results} ({what})"])
+    if derived and not overwrite:
+        raise OutputError(f"{folder} holds a report, figures or per-round log of an earlier study named {stem!r} "
+                          f"({', '.join(p.name for p in derived)}) but no results file; they would describe the "
+                          "wrong study: remove them, use --overwrite (overwrite=True), or write elsewhere with --out")
+    return Preflight(stale=derived)
+

@@ -1,0 +1,488 @@
+"""Saved policies and study resume files: pytrees (with their PRNG keys) in versioned ``.npz`` files.
+
+Both file types are NumPy ``.npz`` archives written atomically (a temp file in the same folder,
+flushed to disk, then renamed over the target), so an interrupted write leaves the previous file
+or none, never a damaged one. Each holds a JSON header (``__meta__``) with a format tag, a format
+version, the bayesfair version that wrote it and a description of every leaf (its tree path,
+shape, dtype and, for PRNG keys, the key implementation); the leaves are plain arrays. Typed
+PRNG keys are stored as :func:`jax.random.key_data` and restored with
+:func:`jax.random.wrap_key_data`, so a restored policy makes exactly the draws the original would
+have made.
+
+The tree *structure* is not pickled: loading needs a template with the same structure (for a
+policy, ``policy.init`` traced with :func:`jax.eval_shape`; for a resume file, the simulator's
+fresh run state), and every leaf's path, shape and dtype must match it. A file from another
+format version, or for a different policy configuration, is refused with an error saying what
+differs.
+
+- :func:`save_policy` / :func:`load_policy`: a policy's state (and optionally the key the caller
+  uses for the next rounds), the policy's configuration and, when known, the registry spec it can
+  be rebuilt from.
+- :class:`ResumeStore`: the simulator's hook (``simulate(..., checkpointer=...)``) that saves each
+  policy's run state, running totals and recorded checkpoints at chunk boundaries and restores
+  them, so an interrupted study continues with exactly the numbers of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesfair.simulation.results import canonical_json
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PersistError",
+    "IncompatibleFileError",
+    "SavedPolicy",
+    "save_policy",
+    "load_policy",
+    "ResumeStore",
+    "StudyInterrupted",
+]
+
+FORMAT_VERSION = 1
+POLICY_TAG = "bayesfair-policy"
+RESUME_TAG = "bayesfair-resume"
+
+
+class PersistError(ValueError):
+    """A saved file cannot be read or does not fit what it is loaded into."""
+
+
+class IncompatibleFileError(PersistError):
+    """A saved file was written in another format version (or is another kind of file)."""
+
+
+class StudyInterrupted(Exception):
+    """Raised by :class:`ResumeStore` after ``stop_after_chunks`` chunks (a test/debug hook)."""
+
+
+def _version() -> str:
+    from bayesfair.core.version import __version__
+
+    return __version__
+
+
+def _path_str(path: tuple) -> str:
+    return jax.tree_util.keystr(path)
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def flatten(tree: Any, prefix: str = "") -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """Leaves of ``tree`` as host arrays plus a JSON description of each (path, shape, dtype, key impl)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    arrays: dict[str, np.ndarray] = {}
+    meta: list[dict[str, Any]] = []
+    for i, (path, leaf) in enumerate(leaves):
+        name = f"{prefix}{i}"
+        if _is_key(leaf):
+            impl = str(jax.random.key_impl(leaf))
+            data = np.asarray(jax.device_get(jax.random.key_data(leaf)))
+            meta.append({"path": _path_str(path), "key_impl": impl, "shape": list(np.shape(leaf)),
+                         "dtype": "key"})
+        else:
+            data = np.asarray(jax.device_get(leaf))
+            meta.append({"path": _path_str(path), "key_impl": None, "shape": list(data.shape),
+                         "dtype": str(data.dtype)})
+        arrays[name] = data
+    return arrays, meta
+
+
+def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[str, Any]], prefix: str = "",
+              *, what: str = "state") -> Any:
+    """Rebuild a pytree with ``template``'s structure from :func:`flatten`'s output (checked leaf by leaf)."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    if len(leaves) != len(meta):
+        raise PersistError(f"{what}: the file has {len(meta)} arrays but the expected structure has {len(leaves)}; "
+                           "it was saved for a different policy or configuration, or by another bayesfair development "
+                           "version whose run state differs")
+    out = []
+    for i, ((path, leaf), m) in enumerate(zip(leaves, meta, strict=True)):
+        where = _path_str(path)
+        if m["path"] != where:
+            raise PersistError(f"{what}: leaf {i} is {m['path']!r} in the file but {where!r} here; "
+                               "it was saved for a different policy or configuration, or by another bayesfair "
+                               "development version whose run state differs")
+        data = np.asarray(arrays[f"{prefix}{i}"])
+        want_shape = tuple(np.shape(leaf))
+        if tuple(m["shape"]) != want_shape:
+            raise PersistError(f"{what}: {where} has shape {tuple(m['shape'])} in the file but {want_shape} here")
+        if _is_key(leaf):
+            if m["key_impl"] is None:
+                raise PersistError(f"{what}: {where} is a PRNG key here but a plain array in the file")
+            out.append(jax.random.wrap_key_data(jnp.asarray(data), impl=m["key_impl"]))
+        else:
+            if m["key_impl"] is not None:
+                raise PersistError(f"{what}: {where} is a PRNG key in the file but a plain array here")
+            want_dtype = np.dtype(getattr(leaf, "dtype", np.asarray(leaf).dtype))
+            if data.dtype != want_dtype:
+                raise PersistError(f"{what}: {where} has dtype {data.dtype} in the file but {want_dtype} here")
+            out.append(data)
+    return jax.tree_util.tree_unflatten(treedef, [x for x in out])
+
+
+def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
+    """Write arrays and a JSON header to ``path`` atomically (temp file, fsync, rename)."""
+    from bayesfair.core._atomic import atomic_write
+
+    path = Path(path)
+    with atomic_write(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
+    return path
+
+
+def read_npz(path: str | os.PathLike, tag: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read a file written by :func:`write_npz`, checking its format tag and version."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise PersistError(f"cannot read {path}: damaged or not a bayesfair file ({exc})") from None
+    if "__meta__" not in arrays:
+        raise IncompatibleFileError(f"{path} is not a bayesfair {tag} file (no header)")
+    try:
+        meta = json.loads(str(arrays.pop("__meta__")[()]))
+    except json.JSONDecodeError as exc:
+        raise PersistError(f"cannot read {path}: damaged header ({exc})") from None
+    if meta.get("format") != tag:
+        raise IncompatibleFileError(f"{path} is a {meta.get('format')!r} file, expected a {tag!r} file")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IncompatibleFileError(
+            f"{path} has format version {version} (written by bayesfair {meta.get('bayesfair', '?')}); "
+            f"this bayesfair ({_version()}) reads format version {FORMAT_VERSION} only. "
+            "Load it with the bayesfair version that wrote it, or run the study again.")
+    return meta, arrays
+
+
+# ---------------------------------------------------------------------------------------------
+# saved policies
+
+
+class SavedPolicy(NamedTuple):
+    """What :func:`load_policy` returns."""
+
+    policy: Any  # bayesfair Policy
+    state: Any  # the policy state pytree
+    key: jax.Array | None  # the PRNG key saved with it (None if none was)
+    spec: Any  # bayesfair.core.types.Spec
+    meta: dict[str, Any]  # header: config, recipe, step, extra, versions
+
+
+def _spec_json(spec: Any) -> dict[str, Any]:
+    return {"n_arms": int(spec.n_arms), "group_of_arm": np.asarray(spec.group_of_arm).tolist(),
+            "n_groups": int(spec.n_groups), "n_features": int(spec.n_features),
+            "reward_range": None if spec.reward_range is None else [float(v) for v in spec.reward_range],
+            "rewards": spec.rewards}
+
+
+def _spec_from_json(d: Mapping[str, Any]) -> Any:
+    from bayesfair.core.types import Spec
+
+    rr = d.get("reward_range")
+    return Spec(int(d["n_arms"]), np.asarray(d["group_of_arm"], np.int32), int(d["n_groups"]),
+                int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])), d.get("rewards"))
+
+
+def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, key: jax.Array | None = None,
+                recipe: Mapping[str, Any] | None = None, step: int | None = None,
+                extra: Mapping[str, Any] | None = None) -> Path:
+    """Save a policy's state (and the PRNG key its next rounds use) to a versioned file.
+
+    Parameters
+    ----------
+    path : path-like
+        Target file (``.npz`` recommended); written atomically.
+    policy : Policy
+        The policy the state belongs to; its ``name`` and ``config`` are stored and checked on load.
+    state : pytree
+        The policy state (``policy.init`` / ``policy.update`` output), with or without a leading
+        run axis.
+    spec : Spec
+        The problem the policy was initialized for (``env.spec``).
+    key : jax key, optional
+        The key the caller will use for the next rounds (e.g. the per-run policy key of the
+        simulator); restored bit for bit.
+    recipe : mapping, optional
+        A registry spec (``{"name": "fairx_ts", "posterior": {...}, "merit": {...}}``) that
+        rebuilds the policy, so :func:`load_policy` works without passing the policy.
+    step : int, optional
+        Rounds played so far (stored for the caller).
+    extra : mapping, optional
+        Any JSON-able metadata.
+    """
+    from bayesfair.policies.base import Policy
+
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a bayesfair Policy, got {type(policy).__name__}")
+    batch = _batch_size(policy, spec, state)
+    arrays, leaves = flatten(state, "state/")
+    meta: dict[str, Any] = {
+        "format": POLICY_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
+        "jax": jax.__version__, "policy_name": policy.name, "policy_config": json.loads(canonical_json(policy.config)),
+        "recipe": None if recipe is None else json.loads(canonical_json(recipe)), "spec": _spec_json(spec),
+        "state_leaves": leaves, "batch": batch, "key": None, "step": step, "extra": dict(extra or {}),
+        "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if key is not None:
+        karr, kmeta = flatten(key, "key/")
+        arrays.update(karr)
+        meta["key"] = kmeta
+    return write_npz(path, arrays, meta)
+
+
+def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
+    """Load a file written by :func:`save_policy`.
+
+    Parameters
+    ----------
+    path : path-like
+    policy : Policy, optional
+        The policy to load the state into; its configuration must equal the saved one. If
+        omitted, the policy is rebuilt from the saved registry recipe (an error if none was saved).
+
+    Returns
+    -------
+    SavedPolicy
+        ``(policy, state, key, spec, meta)``; continuing with ``policy.select``/``update`` from
+        ``state`` and the saved ``key`` reproduces the uninterrupted run exactly.
+
+    Raises
+    ------
+    IncompatibleFileError
+        The file has another format version or is not a saved policy.
+    PersistError
+        The file is damaged, or the policy's configuration or state structure differs.
+    """
+    meta, arrays = read_npz(path, POLICY_TAG)
+    spec = _spec_from_json(meta["spec"])
+    if policy is None:
+        if meta.get("recipe") is None:
+            raise PersistError(f"{path} holds no registry recipe to rebuild the policy "
+                               f"({meta['policy_name']}); pass the policy: load_policy(path, policy)")
+        from bayesfair.workflow import registry
+
+        try:
+            _, norm = registry.check_params("policy", meta["recipe"], "recipe")
+            policy = registry.build("policy", norm, "recipe")
+        except registry.ConfigError as exc:
+            raise PersistError(f"{path}: cannot rebuild the policy from its recipe: {exc}") from None
+    saved_cfg = meta["policy_config"]
+    here_cfg = json.loads(canonical_json(policy.config))
+    if policy.name != meta["policy_name"] or saved_cfg != here_cfg:
+        diff = sorted(k for k in set(saved_cfg) | set(here_cfg) if saved_cfg.get(k) != here_cfg.get(k))
+        raise PersistError(f"{path} was saved for policy {meta['policy_name']} with a different configuration "
+                           f"than {policy.name} (differs in: {', '.join(diff) or 'name'})")
+    state = unflatten(_state_template(policy, spec, meta.get("batch")), arrays, meta["state_leaves"], "state/",
+                      what=f"{path}: policy state")
+    state = jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, state)
+    key = None
+    if meta.get("key") is not None:
+        shape = tuple(meta["key"][0]["shape"])
+        template = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), int(np.prod(shape))).reshape(shape))
+        key = unflatten(template, arrays, meta["key"], "key/", what=f"{path}: key")
+    return SavedPolicy(policy, state, key, spec, meta)
+
+
+def _state_template(policy: Any, spec: Any, batch: int | None) -> Any:
+    """Shapes of ``policy.init`` (with a leading run axis of ``batch`` when given), without compute."""
+    if batch is None:
+        return jax.eval_shape(lambda k: policy.init(k, spec), jax.random.key(0))
+    return jax.eval_shape(jax.vmap(lambda k: policy.init(k, spec)), jax.random.split(jax.random.key(0), batch))
+
+
+def _batch_size(policy: Any, spec: Any, state: Any) -> int | None:
+    """None for a single state, n for states with a leading run axis of n; an error otherwise."""
+    want = [tuple(np.shape(x)) for x in jax.tree.leaves(_state_template(policy, spec, None))]
+    have = [tuple(np.shape(x)) for x in jax.tree.leaves(state)]
+    if len(want) != len(have):
+        raise PersistError(f"state has {len(have)} arrays but {policy.name}.init makes {len(want)}: "
+                           "not a state of this policy")
+    if have == want:
+        return None
+    if have and all(len(h) == len(w) + 1 and h[1:] == w for h, w in zip(have, want, strict=True)) and \
+            len({h[0] for h in have}) == 1:
+        return have[0][0]
+    raise PersistError(f"state shapes {have} do not match {policy.name}.init's {want} (with or without a run axis)")
+
+
+# ---------------------------------------------------------------------------------------------
+# study resume files
+
+
+class ResumeStore:
+    """Save and restore a running study at chunk boundaries (the ``checkpointer`` of ``simulate``).
+
+    The file holds, for every policy started so far, the run state (``RunCarry``, including the
+    environment and policy keys), the float64 running totals, the values recorded at the
+    checkpoints passed, the next round to play and the seconds spent. A policy that finished is
+    stored with ``next_round = horizon + 1`` and is not run again on resume.
+
+    Parameters
+    ----------
+    path : path-like
+        The resume file (written atomically).
+    fingerprint : str
+        Identifies the study configuration; a resume file with another fingerprint is refused.
+    resume : bool
+        Load ``path`` (if it exists) and continue from it; otherwise start over (the file is
+        overwritten at the first save).
+    every_chunks : int, optional
+        Save after this many chunks (default: only by time, and when a policy finishes).
+    every_seconds : float, optional
+        Save when this many seconds passed since the last save (default 30).
+    stop_after_chunks : int, optional
+        Test hook: save and raise :class:`StudyInterrupted` after this many chunks in this process.
+    extra : object, optional
+        Something with ``state_arrays() -> dict`` and ``restore_arrays(dict)`` saved along (the
+        per-round log, :class:`bayesfair.workflow.logs.RoundLog`).
+    study : dict, optional
+        The normalized study config, stored in the file so that a refused resume can say which
+        settings differ (:func:`describe_resume`).
+    """
+
+    def __init__(self, path: str | os.PathLike, fingerprint: str, *, resume: bool = False,
+                 every_chunks: int | None = None, every_seconds: float | None = 30.0,
+                 stop_after_chunks: int | None = None, extra: Any = None, study: Any = None):
+        self.path = Path(path)
+        self.study = study
+        self.fingerprint = fingerprint
+        self.every_chunks = every_chunks
+        self.every_seconds = every_seconds
+        self.stop_after_chunks = stop_after_chunks
+        self.extra = extra
+        self.chunks = 0
+        self.since_save = 0
+        self.last_save = time.monotonic()
+        self.latest: dict[str, dict[str, Any]] = {}  # policy -> latest boundary snapshot (in memory)
+        self.saved: dict[str, Any] = {}  # file contents loaded on resume: policy -> (meta, arrays)
+        self.restored_from: dict[str, int] = {}  # policy -> next round restored
+        self._dirty = False
+        if resume and self.path.is_file():
+            meta, arrays = read_npz(self.path, RESUME_TAG)
+            if meta.get("fingerprint") != fingerprint:
+                raise PersistError(f"{self.path} belongs to a different study configuration (or bayesfair "
+                                   "version, or per-round log setting); delete it or run without --resume "
+                                   "to start over")
+            self.saved = {name: (pm, arrays) for name, pm in meta["policies"].items()}
+            if extra is not None and meta.get("extra"):
+                extra.restore_arrays({k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")})
+
+    # -- simulate hooks --------------------------------------------------------------------------
+
+    def restore(self, name: str, carry: Any, values: dict, totals: dict):
+        """Saved state of policy ``name`` shaped like ``carry``/``values``/``totals``, or None."""
+        if name not in self.saved:
+            return None
+        pm, arrays = self.saved[name]
+        idx = pm["index"]
+        new_carry = unflatten(carry, arrays, pm["carry"], f"p{idx}/carry/", what=f"{self.path}: {name} run state")
+        new_values, new_totals = {}, {}
+        for kind, dest, ref in (("values", new_values, values), ("totals", new_totals, totals)):
+            for metric, arr in ref.items():
+                key = f"p{idx}/{kind}/{metric}"
+                if key not in arrays or arrays[key].shape != arr.shape or arrays[key].dtype != arr.dtype:
+                    raise PersistError(f"{self.path}: {name} {kind} {metric!r} missing or of another shape")
+                dest[metric] = np.array(arrays[key])
+        t0, ci, seconds = int(pm["next_round"]), int(pm["next_checkpoint"]), float(pm["seconds"])
+        self.restored_from[name] = t0
+        self.latest[name] = {"carry": new_carry, "values": new_values, "totals": dict(new_totals), "t0": t0,
+                             "ci": ci, "seconds": seconds, "index": idx}
+        return new_carry, new_values, new_totals, t0, ci, seconds
+
+    def chunk_done(self, name: str, carry: Any, values: dict, totals: dict, t0: int, ci: int,
+                   seconds: float, finished: bool | None = None) -> None:
+        """Record the boundary state after a chunk; save to disk when due."""
+        idx = self.latest[name]["index"] if name in self.latest else len(self.latest)
+        # values are only written at checkpoints >= ci later on, so a reference is a snapshot;
+        # totals are replaced (not mutated) per metric, so a shallow copy is one.
+        self.latest[name] = {"carry": carry, "values": values, "totals": dict(totals), "t0": t0, "ci": ci,
+                             "seconds": seconds, "index": idx}
+        self._dirty = True
+        self.chunks += 1
+        self.since_save += 1
+        n_values = len(next(iter(values.values()))[0]) if values else 0
+        finished = ci >= n_values if finished is None else finished
+        due = finished or (self.every_chunks is not None and self.since_save >= self.every_chunks) or \
+            (self.every_seconds is not None and time.monotonic() - self.last_save >= self.every_seconds)
+        stop = self.stop_after_chunks is not None and self.chunks >= self.stop_after_chunks
+        if due or stop:
+            self.save()
+        if stop:
+            raise StudyInterrupted(f"stopped after {self.chunks} chunks (state saved to {self.path})")
+
+    # -- file ---------------------------------------------------------------------------------------
+
+    def save(self) -> Path | None:
+        """Write every policy's latest boundary state to the resume file (atomically)."""
+        if not self._dirty:
+            return None
+        arrays: dict[str, np.ndarray] = {}
+        policies: dict[str, Any] = {}
+        for name, snap in self.latest.items():
+            idx = snap["index"]
+            carry_arrays, carry_meta = flatten(snap["carry"], f"p{idx}/carry/")
+            arrays.update(carry_arrays)
+            for metric, arr in snap["values"].items():
+                arrays[f"p{idx}/values/{metric}"] = np.asarray(arr)
+            for metric, arr in snap["totals"].items():
+                arrays[f"p{idx}/totals/{metric}"] = np.asarray(arr)
+            policies[name] = {"index": idx, "carry": carry_meta, "next_round": snap["t0"],
+                              "next_checkpoint": snap["ci"], "seconds": snap["seconds"]}
+        has_extra = self.extra is not None
+        if has_extra:
+            arrays.update({f"extra/{k}": np.asarray(v) for k, v in self.extra.state_arrays().items()})
+        meta = {"format": RESUME_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
+                "fingerprint": self.fingerprint, "policies": policies, "extra": has_extra,
+                "study": None if self.study is None else json.loads(canonical_json(self.study)),
+                "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_npz(self.path, arrays, meta)
+        self.last_save = time.monotonic()
+        self.since_save = 0
+        self._dirty = False
+        return self.path
+
+    def remove(self) -> None:
+        """Delete the resume file (after the results were written)."""
+        self.path.unlink(missing_ok=True)
+
+
+def describe_resume(path: str | os.PathLike) -> tuple[str | None, dict[str, Any] | None, str]:
+    """``(fingerprint, study config, progress text)`` of a resume file (for messages)."""
+    meta, _ = read_npz(path, RESUME_TAG)
+    study = meta.get("study")
+    horizon = study.get("horizon") if isinstance(study, dict) else None
+    parts = []
+    for name, pm in meta.get("policies", {}).items():
+        done = int(pm["next_round"]) - 1
+        parts.append(f"{name}: {done:,}" + (f" of {horizon:,} rounds" if horizon else " rounds"))
+    text = ("saved " + str(meta.get("saved", "?")) + "; " + ", ".join(parts)) if parts else "no rounds saved"
+    return meta.get("fingerprint"), study, text
+
+
+def run_with_store(fn: Callable[[], Any], store: ResumeStore) -> Any:
+    """Call ``fn()``; on Ctrl-C (KeyboardInterrupt) save the last chunk boundary before re-raising."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        store.save()
+        raise
+
+
+__all__ += ["flatten", "unflatten", "write_npz", "read_npz", "run_with_store", "describe_resume"]
