@@ -4,6 +4,7 @@ overwritten, and every bad input gets a clear error with the documented exit cod
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from bayesfair.inference import fitting
 from bayesfair.simulation import results as io
 from bayesfair.simulation.simulator import SimulationError
 from bayesfair.workflow import cli
+from bayesfair.workflow.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -356,7 +358,47 @@ def test_import_path_to_a_non_constructor_is_a_config_error(tmp_path, capsys):
     text = TINY.replace('name = "fairx_eg"\nepsilon = 0.1', 'name = "os:getcwd"')
     assert _simulate(_config(tmp_path, text), "--dry-run") == 2
     err = capsys.readouterr().err
-    assert "os:getcwd returned a str, not a bayesfair Policy" in err and "AttributeError" not in err
+    assert "os:getcwd is not a declared bayesfair policy" in err and "AttributeError" not in err
+
+
+@pytest.mark.parametrize("table", [
+    '[policies.P]\nname = "os:system"\ncommand = "touch {mark}"',
+    '[merit]\nname = "subprocess:getoutput"\ncmd = "touch {mark}"',
+    '[policies.P]\nname = "{module}:undeclared"',
+])
+def test_a_config_cannot_call_an_undeclared_callable(tmp_path, capsys, monkeypatch, table):
+    """An import path resolves only to a constructor declared for that kind: a shared config that
+    names a shell command (or any undeclared function) is refused before anything is called, even by
+    --dry-run and even when the function's module is the user's own."""
+    mark = tmp_path / "PWNED"
+    module = tmp_path / "user_mod_undeclared.py"
+    module.write_text(f"def undeclared(**kw):\n    open({str(mark)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    section = table.format(mark=mark, module="user_mod_undeclared")
+    text = TINY
+    if section.startswith("[merit]"):
+        text = re.sub(r"\[merit\]\n(?:[^\[\n][^\n]*\n)*", section + "\n\n", text, count=1)
+    else:
+        text = text + "\n" + section + "\n"
+    for extra in (("--dry-run",), ()):
+        assert _simulate(_config(tmp_path, text), *extra) == 2
+        err = capsys.readouterr().err
+        assert "not a declared bayesfair" in err and "nothing was called" in err, err
+        assert not mark.exists()
+
+
+def test_a_declared_constructor_in_a_user_module_can_be_named_by_import_path(tmp_path, monkeypatch):
+    module = tmp_path / "user_mod_declared.py"
+    module.write_text(
+        "from bayesfair.core.declare import declare\n"
+        "from bayesfair.policies.classic import epsilon_greedy\n\n\n"
+        "@declare('policy', name='user_eps')\n"
+        "def user_eps(epsilon: float = 0.1):\n"
+        "    return epsilon_greedy(epsilon=epsilon)._replace(name='user eps')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = TINY + '\n[policies.U]\nname = "user_mod_declared:user_eps"\nepsilon = 0.3\n'
+    study = load_config(_config(tmp_path, text))
+    assert study.policies["U"].name == "user eps"
 
 
 def test_foreign_netcdf_is_refused_with_exit_2(tmp_path, capsys):

@@ -502,6 +502,7 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
             return out
 
         constructor.__bayesfair_entry__ = key  # type: ignore[attr-defined]
+        constructor.__bayesfair_kind__ = kind  # type: ignore[attr-defined]
         entry = register(kind, key, constructor, doc=doc, specs=specs, hidden=hidden,
                          example={} if example is None else example, example_env=example_env, renamed=renamed)
         for alias, display in (aliases or {}).items():

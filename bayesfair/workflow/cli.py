@@ -398,7 +398,7 @@ def models_dir(arg: Path | None = None) -> Path:
     here = Path.cwd() / "models"
     if here.is_dir():
         return here
-    return Path(__file__).resolve().parent.parent / "models"
+    return Path(__file__).resolve().parents[2] / "models"  # the checkout's models/ (bayesfair/workflow/cli.py)
 
 
 def recipes(folder: Path) -> dict[str, Path]:

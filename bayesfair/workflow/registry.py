@@ -112,8 +112,27 @@ def unavailable(kind: str) -> dict[str, str]:
     return dict(_BROKEN[kind])
 
 
+def _declared_at(kind: str, target: str, path: str) -> Entry:
+    """The entry of the constructor at import path ``target``: it must carry a declaration of this
+    kind (:func:`~bayesfair.core.declare.declare`). Anything else is refused before it is called,
+    so a config cannot run an arbitrary callable (``os:system``); the module itself is imported."""
+    entry = Entry(kind, target, target)
+    ok, reason = entry.available()
+    if not ok:
+        raise ConfigError(path, reason)
+    fn = entry.resolve()
+    declared = _ENTRIES[kind].get(getattr(fn, "__bayesfair_entry__", None))
+    if declared is None or declared.target is not fn:
+        what = (f"a declared bayesfair {fn.__bayesfair_kind__}, not a {kind}"
+                if hasattr(fn, "__bayesfair_kind__") else f"not a declared bayesfair {kind}")
+        raise ConfigError(path, f"{target} is {what}: a config may name only constructors declared with "
+                                f"@bayesfair.core.declare.declare({kind!r}) (nothing was called). Declare it in "
+                                "your module, or name a registered one (`bayesfair list`)")
+    return declared
+
+
 def get(kind: str, name: str, *, path: str = "") -> Entry:
-    """Look up an entry by name, or build one for an import path ``"module:function"``.
+    """Look up an entry by name, or by the import path ``"module:function"`` of a declared constructor.
 
     Raises
     ------
@@ -127,12 +146,7 @@ def get(kind: str, name: str, *, path: str = "") -> Entry:
     if name in _ENTRIES[kind]:
         return _ENTRIES[kind][name]
     if ":" in name:
-        entry = Entry(kind, name, name)
-        ok, reason = entry.available()
-        if not ok:
-            raise ConfigError(path, reason)
-        declared = getattr(entry.resolve(), "__bayesfair_entry__", None)
-        return _ENTRIES[kind].get(declared, entry) if declared else entry
+        return _declared_at(kind, name, path)
     known = list(_ENTRIES[kind])
     msg = f"unknown {kind} {name!r}"
     close = difflib.get_close_matches(name, known, n=1)
