@@ -1,5 +1,11 @@
 """bayesfair: fair multi-armed and linear contextual bandits, done the Bayesian way.
 
+``import bayesfair as bf`` gives the everyday names: the workflow verbs (:func:`simulate`,
+:func:`load_config`, :func:`read_results`, :func:`save_policy`, ...), the common policies,
+posteriors and environments, and the subpackages as namespaces (``bf.policies``,
+``bf.posteriors``, ``bf.environments``, ``bf.merit``, ``bf.diagnostics``, ``bf.plotting``,
+``bf.datasets``, ``bf.inference``); every other public name lives in its subpackage.
+
 On import, if JAX's backend is not yet initialized (no JAX operation has run), the host CPU is
 exposed as one XLA device per core (the simulator shards independent runs over them); importing
 JAX itself first is fine. Set ``BAYESFAIR_HOST_DEVICES=1`` to opt out; a device count the user
@@ -73,22 +79,17 @@ def _default_host_devices() -> None:
 
 _default_host_devices()
 
+from bayesfair import datasets, diagnostics, environments, inference, plotting, policies, posteriors  # noqa: E402
 from bayesfair.core import merit  # noqa: E402
 from bayesfair.core.compat import IncompatibleError  # noqa: E402
+from bayesfair.core.declare import ConfigError  # noqa: E402
 from bayesfair.core.groups import Groups  # noqa: E402
-from bayesfair.core.merit import Merit, fair_policy  # noqa: E402
 from bayesfair.environments import (  # noqa: E402
     UniformMeans,
     bernoulli_arms,
     compas_bandit,
-    family_income_bandit,
     gaussian_arms,
-    gmf_adult,
-    gmf_multigroup,
-    gmf_synthetic,
     linear_bandit,
-    multilabel_bandit,
-    synthetic_biased,
     yeast_bandit,
 )
 from bayesfair.policies import (  # noqa: E402
@@ -97,110 +98,80 @@ from bayesfair.policies import (  # noqa: E402
     bf_ucb,
     epsilon_greedy,
     fair_greedy,
-    fair_greedy_multigroup,
     fairx_eg,
-    fairx_lineg,
     fairx_lints,
     fairx_linucb,
     fairx_ts,
     fairx_ucb,
-    gef,
-    gef_ts,
-    greedy,
     group_fair_top_interval,
-    group_fair_ts,
-    interval_chaining,
-    lints,
-    linucb,
-    mf,
-    mf_ts,
-    naive_fair,
-    oful,
     thompson,
-    top_interval,
     ucb1,
     uniform,
-    uniform_random,
 )
 from bayesfair.posteriors import (  # noqa: E402
-    Outcome,
     beta_bernoulli,
-    group_bias_posterior,
-    hierarchical_logit_normal,
     linear_known_variance,
-    linear_normal_inverse_gamma,
-    mcmc_posterior,
     normal_inverse_gamma,
     normal_known_variance,
 )
 from bayesfair.simulation.results import ResultsFileError, read_results, tidy, write_results  # noqa: E402
 from bayesfair.simulation.simulator import SimulationError, checkpoint_grid, simulate  # noqa: E402
-from bayesfair.workflow.outputs import OutputError  # noqa: E402
+from bayesfair.workflow.config import load_config  # noqa: E402
+from bayesfair.workflow.persist import load_policy, save_policy  # noqa: E402
 
 __all__ = [
     "__version__",
     "set_host_devices",
-    "merit",
-    "Merit",
-    "fair_policy",
+    # workflow
+    "simulate",
+    "checkpoint_grid",
+    "load_config",
+    "read_results",
+    "write_results",
+    "tidy",
+    "save_policy",
+    "load_policy",
+    # errors
+    "ConfigError",
+    "IncompatibleError",
+    "SimulationError",
+    "ResultsFileError",
+    # building blocks
+    "Policy",
     "Groups",
     "UniformMeans",
-    "bernoulli_arms",
-    "gaussian_arms",
-    "Policy",
+    # policies
     "fairx_ts",
     "fairx_ucb",
     "fairx_eg",
-    "ucb1",
     "thompson",
+    "ucb1",
     "epsilon_greedy",
     "uniform",
     "bf_ucb",
     "bf_ts",
-    "gef",
-    "gef_ts",
-    "mf",
-    "mf_ts",
     "fairx_lints",
     "fairx_linucb",
-    "fairx_lineg",
-    "linucb",
-    "lints",
-    "top_interval",
-    "interval_chaining",
-    "naive_fair",
     "group_fair_top_interval",
-    "group_fair_ts",
     "fair_greedy",
-    "fair_greedy_multigroup",
-    "oful",
-    "greedy",
-    "uniform_random",
-    "linear_bandit",
-    "multilabel_bandit",
-    "yeast_bandit",
-    "synthetic_biased",
-    "compas_bandit",
-    "family_income_bandit",
-    "gmf_synthetic",
-    "gmf_multigroup",
-    "gmf_adult",
-    "Outcome",
+    # posteriors
     "beta_bernoulli",
     "normal_known_variance",
     "normal_inverse_gamma",
     "linear_known_variance",
-    "linear_normal_inverse_gamma",
-    "group_bias_posterior",
-    "hierarchical_logit_normal",
-    "mcmc_posterior",
-    "simulate",
-    "checkpoint_grid",
-    "read_results",
-    "ResultsFileError",
-    "IncompatibleError",
-    "OutputError",
-    "SimulationError",
-    "write_results",
-    "tidy",
+    # environments
+    "bernoulli_arms",
+    "gaussian_arms",
+    "linear_bandit",
+    "yeast_bandit",
+    "compas_bandit",
+    # namespaces
+    "merit",
+    "policies",
+    "posteriors",
+    "environments",
+    "datasets",
+    "diagnostics",
+    "plotting",
+    "inference",
 ]

@@ -78,7 +78,8 @@ def test_valid_config_builds_the_study():
     ("seed", -3, "seed", ["out of range", "[0, 4294967295]", "-3"]),
     ("seed", 2**32, "seed", ["out of range", "[0, 4294967295]", "4294967296"]),
     ("checkpoints", [1, 60], "checkpoints[1]", ["out of range", "[1, horizon=50]", "60"]),
-    ("group_floors", [0.5, 0.6], "group_floors", ["(0, 1/m]", "2 groups"]),
+    ("floors", [0.5, 0.6], "floors", ["(0, 1/m]", "2 groups"]),
+    ("group_floors", [0.3, 0.3], "group_floors", ["unknown key", "floors"]),
     ("policies.EG.start", "up", "policies.EG.start", ["unknown key"]),
 ])
 def test_invalid_values_name_path_value_and_allowed(key, value, path, words):
@@ -107,7 +108,7 @@ def test_missing_required_values():
     assert _error(raw).path == "merit"
     err = _error(_with("policies.FX", {"name": "fairx_ts"}))
     assert err.path == "policies.FX.posterior" and "required" in str(err)
-    err = _error(_with("policies.B", {"name": "bf_ucb"}))  # no groups_beta and no study group_floors
+    err = _error(_with("policies.B", {"name": "bf_ucb"}))  # no groups_beta and no study floors
     assert err.path == "policies.B.groups_beta" and "study's floors" in str(err)
 
 
@@ -124,7 +125,7 @@ def test_constructor_and_fit_checks_run_on_load():
 
 
 def test_inheritance_of_floors_horizon_and_merit():
-    raw = _with("group_floors", [0.3, 0.3])
+    raw = _with("floors", [0.3, 0.3])
     raw["policies"] = {"B": {"name": "bf_ucb", "delta": 0.05}, "U": {"name": "fairx_ucb"},
                        "M": {"name": "mf", "merit": {"name": "identity"}}}
     study = parse_config(raw)

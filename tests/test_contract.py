@@ -173,11 +173,11 @@ def test_every_entry_is_buildable_from_its_example():
 def test_fair_policy_is_proportional_to_merit():
     mu = jnp.array([0.1, 0.4, 0.9])
     for m in (bf.merit.exponential(5.0), bf.merit.identity(), bf.merit.custom(lambda x: 1 + x**2)):
-        pi = np.asarray(bf.fair_policy(m, mu))
+        pi = np.asarray(bf.merit.fair_policy(m, mu))
         w = np.asarray(m(mu))
         np.testing.assert_allclose(pi, w / w.sum(), rtol=1e-5)
     # no overflow for steep exponentials
-    pi = np.asarray(bf.fair_policy(bf.merit.exponential(100.0), jnp.array([0.0, 5.0, 5.0])))
+    pi = np.asarray(bf.merit.fair_policy(bf.merit.exponential(100.0), jnp.array([0.0, 5.0, 5.0])))
     np.testing.assert_allclose(pi, [0.0, 0.5, 0.5], atol=1e-6)
 
 

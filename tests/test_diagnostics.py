@@ -380,7 +380,7 @@ def test_every_posterior_family_through_the_protocol(merit):
     """Diagnostics use only the posterior protocol: a group-bias posterior's draws are named by its
     dims (groups from its params), a linear one's theta by feature, and any policy state that
     declares the carrier protocol is unwrapped."""
-    post = bf.group_bias_posterior([0, 0, 1, 1], 2)
+    post = bf.posteriors.group_bias_posterior([0, 0, 1, 1], 2)
     rng = np.random.default_rng(0)
     state = gb.fit_group_bias(post, rng.integers(0, 4, 30), rng.normal(size=(30, 2)), rng.normal(size=30))
     tree = dg.from_posterior(post, state, n_draws=50)

@@ -439,7 +439,7 @@ def env_table(draw, name: str, mode: str = "dirty") -> dict[str, Any]:
 MAB_POLICIES = ["fairx_ts", "fairx_eg", "fairx_ucb", "ucb1", "thompson", "epsilon_greedy", "uniform", "bf_ucb",
                 "bf_ts", "gef", "gef_ts", "mf", "mf_ts"]
 LIN_POLICIES = ["fairx_lints", "fairx_linucb", "fairx_lineg", "lints", "linucb", "fair_greedy",
-                "fair_greedy_multigroup", "oful", "greedy", "uniform_random", "top_interval", "interval_chaining",
+                "fair_greedy_multigroup", "oful", "greedy", "top_interval", "interval_chaining",
                 "naive_fair", "group_fair_top_interval", "group_fair_ts"]
 
 _POLICY_VALID = {
@@ -668,7 +668,7 @@ def _memory_limit(headroom: int = MEMORY_HEADROOM):
 
 
 _KEYS = ("name", "description", "seed", "runs", "horizon", "checkpoints", "chunk_size", "devices", "floors", "metrics",
-         "group_floors", "output", "merit", "environment", "policies", "sweep", "log", "resume", *TOP_UNKNOWN)
+         "output", "merit", "environment", "policies", "sweep", "log", "resume", *TOP_UNKNOWN)
 _CONFIG_ERROR = re.compile(r"^bayesfair: config error: (?P<path>[^\n]+?): (?P<msg>.+)", re.S)
 
 
@@ -934,9 +934,9 @@ REGRESSIONS = [
         "name": "normal_known_variance", "noise_var": 1e-300}}}, {"name": "identity"}),
      False, 2, "policies.TS.posterior.noise_var"),
     ("bf-ucb-tiny-delta", _study({**_BERN, "groups": [0, 0, 1]}, {"BF": {"name": "bf_ucb", "delta": 1e-300}},
-                                 group_floors=[0.2, 0.2]), False, 2, "policies.BF.delta"),
+                                 floors=[0.2, 0.2]), False, 2, "policies.BF.delta"),
     ("synthetic-biased-huge-coef", _study({"name": "synthetic_biased", "coef_high": 1e300},
-                                          {"U": {"name": "uniform_random"}},
+                                          {"U": {"name": "uniform"}},
                                           {"name": "exponential", "c": 1.0, "domain": [-100.0, 100.0]}),
      False, 2, "environment.coef_high"),
     ("fairx-eg-huge-initial-estimate", _study(_BERN, {"EG": {"name": "fairx_eg", "initial_estimate": 1e300}}),
@@ -960,7 +960,7 @@ REGRESSIONS = [
                                       {"U": {"name": "linucb"}}), False, 2, "environment.n_features"),
     ("multigroup-huge-n-candidates", _study({"name": "gmf_multigroup", "n_candidates": 2**31,
                                              "proportions": [0.25, 0.25, 0.25, 0.25]},
-                                            {"U": {"name": "uniform_random"}}), False, 2, "environment.n_candidates"),
+                                            {"U": {"name": "uniform"}}), False, 2, "environment.n_candidates"),
     # contexts of norm 1e3+ left the ridge precision singular in float32: Cholesky NaN, exit 1
     ("linear-bandit-huge-context-scale", _study({**_LIN, "context_scale": 1e12}, {"L": {"name": "linucb"}}),
      False, 2, "environment.context_scale"),

@@ -48,7 +48,7 @@ def test_linear_theta_matrix_row_r_is_played_in_run_r():
     theta = rng.normal(0, 2, (runs, d))
     cmean = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     env = linear_bandit(k, d, theta=theta, context_mean=cmean, context_scale=0.1, sigma=0.5)
-    pol = {"U": bf.fairx_lineg(bf.merit.exponential(1.0), epsilon=1.0)}
+    pol = {"U": bf.policies.fairx_lineg(bf.merit.exponential(1.0), epsilon=1.0)}
     ds = bf.simulate(2, env, pol, T, runs)
     want = (cmean @ theta.T).T  # [runs, K]
     np.testing.assert_allclose(ds["mean"].values, want, rtol=1e-5, atol=1e-6)
@@ -71,7 +71,8 @@ def test_instances_are_validated():
     with pytest.raises(ValueError, match=r"theta must be \[n_features\] or \[runs, n_features\]"):
         linear_bandit(2, 2, theta=np.zeros((4, 2, 1)))
     with pytest.raises(ValueError, match=r"holds 4 per-run instances"):
-        bf.simulate(0, linear_bandit(2, 2, theta=np.zeros((4, 2))), {"U": bf.fairx_lineg(bf.merit.identity())}, 5, 2)
+        pol = bf.policies.fairx_lineg(bf.merit.identity())
+        bf.simulate(0, linear_bandit(2, 2, theta=np.zeros((4, 2))), {"U": pol}, 5, 2)
 
 
 def test_means_file_config(tmp_path):
@@ -157,7 +158,7 @@ def test_gmf_theta_rows_are_played_in_run_r():
     w = rng.uniform(0.0, 9.0, (runs, 4, 4))
     w[:, 1, 1:] = 0.0  # group 1 with one weight, as in the paper's (8, 0, 0, 0)
     theta = np.concatenate([w.reshape(runs, -1), np.ones((runs, 1))], axis=1)
-    pols = {"U": gp.uniform_random()}
+    pols = {"U": gp.uniform()}
     merit = bf.merit.exponential(1.0)
     env = gm.gmf_synthetic(theta=theta)
     ds = _same_as_fixed_rows(env, lambda r: gm.gmf_synthetic(theta=theta[r]), pols, runs, merit=merit)

@@ -155,13 +155,13 @@ def test_probs_are_the_exact_selection_distributions():
     key = jax.random.key(4)
     # FairX-LinTS: the fair policy of the drawn theta
     (_, probs, info), _ = _run(POLICIES["fairx_lints"], x, a, r, key, ctx)
-    np.testing.assert_allclose(probs, bf.fair_policy(M, ctx @ info["theta"]), rtol=1e-6)
+    np.testing.assert_allclose(probs, bf.merit.fair_policy(M, ctx @ info["theta"]), rtol=1e-6)
     # FairX-LinEG: epsilon / K + (1 - epsilon) * fair policy of the ridge estimate
     (_, probs, info), state = _run(POLICIES["fairx_lineg"], x, a, r, key, ctx)
     ridge = linear_known_variance(0.0, 1.0, 1.0)
     theta_hat = ridge.mean(fit_linear(ridge, x[np.arange(len(a)), a], r))
     np.testing.assert_allclose(info["theta"], theta_hat, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(probs, 0.1 / K + 0.9 * bf.fair_policy(M, ctx @ theta_hat), rtol=1e-5)
+    np.testing.assert_allclose(probs, 0.1 / K + 0.9 * bf.merit.fair_policy(M, ctx @ theta_hat), rtol=1e-5)
     # argmax policies: one-hot, or the uniform mixture over tied maximizers
     tied = jnp.zeros((K, D)).at[1].set(1.0).at[4].set(1.0)
     for name in ("linucb", "lints"):
@@ -183,7 +183,7 @@ def test_fairx_linucb_theta_lies_in_the_confidence_ellipsoid():
         assert u @ V @ u <= beta**2 * (1 + 1e-4)
         if name == "fairx_linucb_linearized":
             assert beta == 0.5 and u @ V @ u > 0.25 * beta**2  # the optimism moved theta away
-        np.testing.assert_allclose(probs, bf.fair_policy(M, jnp.asarray(x[-1]) @ info["theta"]), rtol=1e-5)
+        np.testing.assert_allclose(probs, bf.merit.fair_policy(M, jnp.asarray(x[-1]) @ info["theta"]), rtol=1e-5)
 
 
 def test_abbasi_yadkori_beta_default():

@@ -2,7 +2,6 @@
 
 import copy
 import json
-import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -96,15 +95,9 @@ def test_only_errors_name_the_component_and_the_allowed_variables(small_env, exp
                     metrics=[mp.Conventional(only=["reward"]), mp.Floors([0.3, 0.3], exp4)])
 
 
-def test_floors_keyword_and_deprecated_group_floors(small_env, exp4):
+def test_floors_keyword(small_env, exp4):
     a = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, floors=[0.3, 0.3])
-    with pytest.warns(DeprecationWarning, match="group_floors"):
-        b = bf.simulate(3, small_env, _pols(exp4), T, R, merit=exp4, group_floors=[0.3, 0.3])
     assert {"anytime_slack", "bf_regret", "group_floor"} <= set(a.data_vars)
-    _same(a, b, [v for v in a.data_vars if v != "seconds"])
-    with pytest.raises(TypeError, match="not both"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        bf.simulate(3, small_env, _pols(exp4), T, R, floors=[0.3, 0.3], group_floors=[0.3, 0.3])
     with pytest.raises(ValueError, match=r"^floors: "):
         bf.simulate(3, small_env, _pols(exp4), T, R, floors=[0.6, 0.3])
     # without a merit: the anytime check, no bi-level regret (it needs pi*_g)
@@ -155,10 +148,13 @@ def test_component_errors(small_env, exp4):
         bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Floors([0.3, 0.3, 0.2])])
     with pytest.raises(TypeError, match="Floors component"):
         bf.simulate(0, small_env, _pols(exp4), 10, 1, metrics=[mp.Conventional()], floors=[0.3, 0.3])
-    with pytest.raises(ValueError, match="needs a merit"):
-        mp.metrics_from_names(["fairx"], None, None)
-    with pytest.raises(ValueError, match="unknown metric component"):
-        mp.metrics_from_names(["nope"], exp4, None)
+    # the declared components (config names): the FairX regrets need a merit; unknown names are refused
+    from bayesfair.workflow import registry
+
+    with pytest.raises(ConfigError, match=r"metrics\[0\]\.merit: required: a merit table .*study's merit"):
+        registry.check_params("metric", "fairx", "metrics[0]")
+    with pytest.raises(ConfigError, match="unknown metric 'nope'"):
+        registry.check_params("metric", "nope", "metrics[0]")
 
 
 STUDY = {
@@ -169,16 +165,10 @@ STUDY = {
 }
 
 
-def test_config_floors_key_and_deprecated_group_floors():
+def test_config_floors_key():
     new = parse_config({**copy.deepcopy(STUDY), "floors": [0.2, 0.2]})
-    with pytest.warns(DeprecationWarning, match="group_floors"):
-        old = parse_config({**copy.deepcopy(STUDY), "group_floors": [0.2, 0.2]})
-    assert new.config == old.config and new.config["floors"] == [0.2, 0.2] and "group_floors" not in new.config
-    assert new.policies["BF"].config == old.policies["BF"].config  # bf_ucb inherits the floors
-    with pytest.raises(ConfigError) as err, warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        parse_config({**copy.deepcopy(STUDY), "floors": [0.2, 0.2], "group_floors": [0.2, 0.2]})
-    assert err.value.path == "group_floors"
+    assert new.config["floors"] == [0.2, 0.2]
+    assert new.policies["BF"].config["groups_beta"] == [0.2, 0.2]  # bf_ucb inherits the floors
     with pytest.raises(ConfigError) as err:
         parse_config({**copy.deepcopy(STUDY), "floors": [0.6, 0.2]})
     assert err.value.path == "floors"

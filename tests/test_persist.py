@@ -36,7 +36,7 @@ def _player(policy, env):
 
 @pytest.mark.parametrize("make", [
     lambda m: bf.fairx_ts(bf.beta_bernoulli(), m),
-    lambda m: bf.gef_ts([0.3, 0.3], bf.normal_inverse_gamma()),
+    lambda m: bf.policies.gef_ts([0.3, 0.3], bf.normal_inverse_gamma()),
 ], ids=["fairx_ts", "gef_ts"])
 def test_save_load_round_trip_continues_identically(tmp_path, small_env, exp4, make):
     policy = make(exp4)

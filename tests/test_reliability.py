@@ -129,10 +129,10 @@ def test_a_merit_outside_its_domain_on_a_contextual_environment_is_an_error_nami
     sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, name="sqrt")  # domain [0, 1]
     with pytest.raises(SimulationError, match=r"metric 'fairness_regret' of policy 'L' \(LinTS\) became non-finite "
                                               r"\(NaN or inf\) in run \d+ between rounds 1 and 64 .*merit's domain"):
-        bf.simulate(0, env, {"L": bf.lints(bf.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
+        bf.simulate(0, env, {"L": bf.policies.lints(bf.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
                     chunk_size=64)
     # the same study with a merit defined on all reals runs
-    ds = bf.simulate(0, env, {"L": bf.lints(bf.linear_known_variance())}, horizon=200, runs=2,
+    ds = bf.simulate(0, env, {"L": bf.policies.lints(bf.linear_known_variance())}, horizon=200, runs=2,
                      merit=bf.merit.exponential(2.0), chunk_size=64)
     assert np.isfinite(ds["fairness_regret"].values).all()
 
@@ -154,10 +154,10 @@ def test_means_outside_the_merit_domain_are_refused(tmp_path, capsys):
 def test_nan_inputs_to_public_functions_raise():
     m = bf.merit.exponential(4.0)
     with pytest.raises(ValueError, match=r"mu must be finite: entry \[0\] is nan"):
-        bf.fair_policy(m, [float("nan"), 0.5])
+        bf.merit.fair_policy(m, [float("nan"), 0.5])
     with pytest.raises(ValueError, match="finite"):
-        bf.fair_policy(m, jnp.array([0.1, jnp.inf]))
-    np.testing.assert_allclose(bf.fair_policy(m, [0.0, 0.0]), [0.5, 0.5])
+        bf.merit.fair_policy(m, jnp.array([0.1, jnp.inf]))
+    np.testing.assert_allclose(bf.merit.fair_policy(m, [0.0, 0.0]), [0.5, 0.5])
 
 
 def test_odd_simulate_and_tuning_arguments_are_named():

@@ -142,7 +142,7 @@ def test_means_drawn_per_run(exp4):
     assert mu.shape == (6, 3)
     assert np.all(mu >= [0.1, 0.5, 0.7]) and np.all(mu <= [0.2, 0.6, 0.9])
     assert np.unique(mu[:, 0]).size == 6
-    np.testing.assert_allclose(ds["pi_star"].values, np.asarray(bf.fair_policy(exp4, mu)), rtol=1e-5)
+    np.testing.assert_allclose(ds["pi_star"].values, np.asarray(bf.merit.fair_policy(exp4, mu)), rtol=1e-5)
 
 
 def test_results_roundtrip_and_tidy(tmp_path, small_env, exp4):

@@ -32,7 +32,6 @@ import importlib
 import inspect
 import math
 import re
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -62,16 +61,19 @@ __all__ = [
     "EXAMPLE_POSTERIORS",
 ]
 
-KINDS = ("policy", "environment", "posterior", "merit")
-_PLURAL = {"policy": "policies", "environment": "environments", "posterior": "posteriors", "merit": "merits"}
+KINDS = ("policy", "environment", "posterior", "merit", "metric")
+_PLURAL = {"policy": "policies", "environment": "environments", "posterior": "posteriors", "merit": "merits",
+           "metric": "metrics"}
 _RETURNS = {
     "policy": ("Policy",),
     "environment": ("Environment",),
     "posterior": ("Posterior", "LinearPosterior"),
     "merit": ("Merit",),
+    "metric": ("Metric",),
 }
 _PACKAGES = {"policy": "bayesfair.policies", "environment": "bayesfair.environments",
-             "posterior": "bayesfair.posteriors", "merit": "bayesfair.core.merit"}
+             "posterior": "bayesfair.posteriors", "merit": "bayesfair.core.merit",
+             "metric": "bayesfair.simulation"}
 
 
 class ConfigError(ValueError):
@@ -244,9 +246,9 @@ def ints(low: int | None = None, high: int | None = None) -> dict[str, Any]:
     return {"kind": "ints", "low": low, "high": high}
 
 
-def strs() -> dict[str, Any]:
-    """A list of strings."""
-    return {"kind": "strs"}
+def strs(*choices: str) -> dict[str, Any]:
+    """A list of strings (each one of ``choices`` when given)."""
+    return {"kind": "strs", "choices": choices or None}
 
 
 def group_label_list() -> dict[str, Any]:
@@ -287,10 +289,6 @@ class Entry:
     example_env : dict or None
         For policies: the environment table the contract test runs the examples on (default: the
         Bernoulli arms of :data:`EXAMPLE_ENV`).
-    display : str
-        Display name the policy gets when built under this name (aliases), else "".
-    renamed : dict
-        Former parameter names still accepted, ``{old: new}`` (with a DeprecationWarning).
     """
 
     kind: str
@@ -300,9 +298,7 @@ class Entry:
     specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()
     example: Any = None
-    display: str = ""
     example_env: Mapping[str, Any] | None = None
-    renamed: Mapping[str, str] = field(default_factory=dict)
 
     def examples(self) -> list[dict[str, Any]]:
         """The declared examples as config tables ``{"name": ..., **arguments}``."""
@@ -405,8 +401,7 @@ def _check_kind(kind: str) -> str:
 
 def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str = "",
              specs: Mapping[str, Mapping[str, Any]] | None = None, hidden: tuple[str, ...] = (),
-             example: Any = None, display: str = "", example_env: Mapping[str, Any] | None = None,
-             renamed: Mapping[str, str] | None = None) -> Entry:
+             example: Any = None, example_env: Mapping[str, Any] | None = None) -> Entry:
     """Register (or replace) a named constructor; :func:`declare` is the decorator form.
 
     Parameters
@@ -425,25 +420,20 @@ def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str
         Constructor parameters that configs may not set.
     example : mapping, optional
         Config-style arguments that build it (for the contract test); required parameters need one.
-    display : str
-        Display name a policy built under this name gets (for aliases).
     example_env : mapping, optional
         For policies: the environment table its examples run on.
-    renamed : mapping, optional
-        Former parameter names ``{old: new}`` that configs may still use (with a DeprecationWarning).
     """
     _check_kind(kind)
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    entry = Entry(kind, name, target, doc, dict(specs or {}), tuple(hidden), example, display,
-                  None if example_env is None else dict(example_env), dict(renamed or {}))
+    entry = Entry(kind, name, target, doc, dict(specs or {}), tuple(hidden), example,
+                  None if example_env is None else dict(example_env))
     _ENTRIES[kind][name] = entry
     return entry
 
 
 def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[str, ...] = (),
             example: Any = None, example_env: Mapping[str, Any] | None = None,
-            aliases: Mapping[str, str] | None = None, renamed: Mapping[str, str] | None = None,
             **specs: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a constructor: its name, kind and parameter ranges, next to its signature.
 
@@ -459,12 +449,6 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
     example_env : mapping, optional
         For policies: the environment table (``{"name": "linear_bandit", ...}``) its examples run
         on in the contract test (default :data:`EXAMPLE_ENV`, Bernoulli arms in three groups).
-    aliases : mapping, optional
-        Further config names ``{alias: display name}`` (a policy built under an alias gets that
-        display name).
-    renamed : mapping, optional
-        Former parameter names ``{old: new}``, still accepted from Python calls and configs with a
-        DeprecationWarning (an error when both names are given).
     **specs
         Kind and range of parameters (:func:`real`, :func:`integer`, :func:`choice`, ...).
 
@@ -490,7 +474,6 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
         def constructor(*args: Any, **kwargs: Any) -> Any:
             if not params:
                 params.update({p.name: p for p in entry.params()})
-            kwargs = _renamed(renamed or {}, kwargs, key, "")
             bound = sig.bind(*args, **kwargs)
             for arg, value in bound.arguments.items():
                 if arg in specs:
@@ -504,32 +487,10 @@ def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[
         constructor.__bayesfair_entry__ = key  # type: ignore[attr-defined]
         constructor.__bayesfair_kind__ = kind  # type: ignore[attr-defined]
         entry = register(kind, key, constructor, doc=doc, specs=specs, hidden=hidden,
-                         example={} if example is None else example, example_env=example_env, renamed=renamed)
-        for alias, display in (aliases or {}).items():
-            register(kind, alias, constructor, doc=f"alias of {key} (display name {display!r})", specs=specs,
-                     hidden=hidden, example=entry.example, display=display, example_env=example_env,
-                     renamed=renamed)
+                         example={} if example is None else example, example_env=example_env)
         return constructor
 
     return wrap
-
-
-def _renamed(renamed: Mapping[str, str], args: Mapping[str, Any], name: str, path: str) -> dict[str, Any]:
-    """``args`` with former parameter names replaced by the current ones (DeprecationWarning)."""
-    out = dict(args)
-    for old, new in renamed.items():
-        if old not in out:
-            continue
-        where = f"{path}.{old}" if path else f"{name}({old}=...)"
-        if new in out:
-            message = f"gives both {old!r} and its new name {new!r}; keep {new!r}"
-            if path:
-                raise ConfigError(where, message)
-            raise TypeError(f"{name}() {message}")
-        warnings.warn(f"{where}: {old!r} is now called {new!r}; the old name will be removed",
-                      DeprecationWarning, stacklevel=4)
-        out[new] = out.pop(old)
-    return out
 
 
 def _config_value(value: Any) -> Any:

@@ -11,7 +11,7 @@ from bayesfair.policies.biased import (
 from bayesfair.policies.bilevel import BilevelState, bf_ts, bf_ucb, gef, gef_ts, mf, mf_ts
 from bayesfair.policies.classic import epsilon_greedy, thompson, ucb1, uniform
 from bayesfair.policies.fairx import UCBState, fairx_eg, fairx_ts, fairx_ucb, theorem_w0
-from bayesfair.policies.group_meritocratic import fair_greedy, fair_greedy_multigroup, greedy, oful, uniform_random
+from bayesfair.policies.group_meritocratic import fair_greedy, fair_greedy_multigroup, greedy, oful
 from bayesfair.policies.linear import (
     abbasi_yadkori_beta,
     fairx_lineg,
@@ -59,5 +59,4 @@ __all__ = [
     "fair_greedy_multigroup",
     "oful",
     "greedy",
-    "uniform_random",
 ]

@@ -97,7 +97,7 @@ def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> P
     return _count_policy(select, "EG")
 
 
-@declare("policy", aliases={"uniform_random": "Uniform Random"})
+@declare("policy")
 def uniform() -> Policy:
     """Uniform random choice: pi_t(a) = 1 / K."""
 

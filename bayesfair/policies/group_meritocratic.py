@@ -10,7 +10,7 @@ carries a group label (``obs.groups``, else ``spec.group_of_arm``) and the empir
 group pools its candidates of every arm.
 Baselines of Sections 6-7: :func:`oful` (OFUL, Abbasi-Yadkori et al. 2011, i.e.
 :func:`bayesfair.policies.linucb` with its Theorem 2 radius), :func:`greedy` (argmax of the ridge
-estimate) and :func:`uniform_random`.
+estimate) and :func:`~bayesfair.policies.uniform` (the paper's Uniform Random).
 
 Static shapes and the two halves of the history
 -----------------------------------------------
@@ -75,7 +75,6 @@ from bayesfair.core._validate import positive_int
 from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy
-from bayesfair.policies.classic import uniform
 from bayesfair.policies.linear import linucb
 from bayesfair.posteriors.base import Outcome
 from bayesfair.posteriors.linear import LinearPosterior, LinearState, linear_known_variance
@@ -86,7 +85,6 @@ __all__ = [
     "fair_greedy_multigroup",
     "oful",
     "greedy",
-    "uniform_random",
     "default_block",
 ]
 
@@ -412,13 +410,3 @@ def greedy(*, lam: float = 0.1) -> Policy:
         return ridge.update(state, Outcome(reward, x=x[action]))
 
     return Policy(init, select, update, name)
-
-
-def uniform_random() -> Policy:
-    """Uniform Random (Sections 6-7): :func:`bayesfair.policies.uniform` under the paper's name.
-
-    An alias, not a second constructor: configs name it ``uniform_random`` (the registry's alias of
-    ``uniform``, which gives the built policy this display name) or ``uniform``.
-    """
-    pol = uniform()
-    return pol._replace(name="Uniform Random")

@@ -44,6 +44,7 @@ import numpy as np
 
 from bayesfair.core._compile import TraceCache
 from bayesfair.core.compat import check_merit_domain
+from bayesfair.core.declare import declare, floats, strs
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.merit import Merit, fair_policy, group_fair_policy, resolve_merit
 from bayesfair.environments.base import run_means
@@ -64,7 +65,7 @@ from bayesfair.simulation.metrics import (
 
 __all__ = ["METRIC_NAMES", "Metric", "SpecContext", "RoundData", "ResultContext", "FairXRegrets", "Conventional",
            "ExtraRegrets",
-           "Floors", "Tracked", "default_metrics", "resolve_floors", "METRICS", "SUBSETTABLE", "metrics_from_names",
+           "Floors", "Tracked", "default_metrics", "resolve_floors",
            "check_components", "collect_specs", "fair_policies", "policy_track"]
 
 _F32 = np.float32
@@ -433,37 +434,55 @@ def default_metrics(merit: Merit | None = None, floors: Any = None) -> list[Metr
     return out
 
 
-#: Components a study config may name (``metrics = [...]``); those needing a merit or floors take the study's.
-METRICS = ("fairx", "conventional", "extra_regrets", "floors", "tracked")
+# ---------------------------------------------------------------------------------------------
+# the components a study config names (``metrics = [...]``): declared like every other constructor,
+# so `bayesfair list` shows them and a user module can add one (``name = "mymodule:my_metric"``)
 
 
-#: Components that accept ``only=[...]`` (a subset of their ``VARIABLES``), by config name.
-SUBSETTABLE = {"fairx": FairXRegrets, "conventional": Conventional}
+@declare("metric", name="fairx", only=strs(*FairXRegrets.VARIABLES), example={"merit": {"name": "identity"}})
+def fairx_regrets(merit: Merit, only: list[str] | None = None) -> Metric:
+    """FairX fairness and reward regrets, and the group fairness regret.
+
+    The :class:`FairXRegrets` component.
+    """
+    return FairXRegrets(merit, only=only)
 
 
-def metrics_from_names(names: Sequence[Any], merit: Merit | None, floors: Any) -> list[Metric]:
-    """Components named in a study config, built with the study's merit and floors; an entry may be
-    a table ``{"name": ..., "only": [...]}`` for the components of :data:`SUBSETTABLE`."""
-    out: list[Metric] = []
-    for entry in names:
-        name, only = (entry["name"], entry["only"]) if isinstance(entry, Mapping) else (entry, None)
-        if name not in METRICS:
-            raise ValueError(f"unknown metric component {name!r}; allowed: {', '.join(METRICS)}")
-        if only is not None and name not in SUBSETTABLE:
-            raise ValueError(f"metric component {name!r} has no only=; allowed for {', '.join(SUBSETTABLE)}")
-        if name == "conventional":
-            out.append(Conventional(only=only))
-        elif name == "fairx":
-            if merit is None:
-                raise ValueError("metric component 'fairx' needs a merit")
-            out.append(FairXRegrets(merit, only=only))
-        elif name == "floors":
-            if floors is None:
-                raise ValueError("metric component 'floors' needs the study's floors")
-            out.append(Floors(floors, merit))
-        else:
-            out.append({"extra_regrets": ExtraRegrets, "tracked": Tracked}[name]())
-    return out
+@declare("metric", name="conventional", only=strs(*Conventional.VARIABLES))
+def conventional(only: list[str] | None = None) -> Metric:
+    """Standard regret, reward, exposure and pulls per arm and group.
+
+    The :class:`Conventional` component.
+    """
+    return Conventional(only=only)
+
+
+@declare("metric", name="extra_regrets")
+def extra_regrets() -> Metric:
+    """Regrets against the environment's extra values, e.g. true rewards of biased feedback.
+
+    The :class:`ExtraRegrets` component.
+    """
+    return ExtraRegrets()
+
+
+@declare("metric", name="floors", floors=floats(0.0, 1.0, low_open=True, inherit="floors"),
+         example={"floors": [0.2, 0.3, 0.25]})
+def floor_metrics(floors: list[float], merit: Merit | None = None) -> Metric:
+    """Anytime exposure-floor slack and, with a merit, the bi-level regret R*_beta.
+
+    The :class:`Floors` component.
+    """
+    return Floors(floors, merit)
+
+
+@declare("metric", name="tracked")
+def tracked() -> Metric:
+    """The latest values policies report (``track_*``, e.g. an MCMC refresh's R-hat).
+
+    The :class:`Tracked` component.
+    """
+    return Tracked()
 
 
 #: Display names of the recorded metrics (tables, figure labels).

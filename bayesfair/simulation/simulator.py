@@ -30,7 +30,6 @@ import math
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -688,7 +687,6 @@ def simulate(
     config: Mapping[str, Any] | None = None,
     checkpointer: Any = None,
     round_log: Callable[[str, int, int, Any], None] | None = None,
-    group_floors: Sequence[float] | np.ndarray | None = None,
 ):
     """Run every policy for ``runs`` independent runs of ``horizon`` rounds.
 
@@ -740,8 +738,6 @@ def simulate(
         ``records`` a dict of ``[R, chunk_size, ...]`` arrays (``action``, ``probs``, ``reward``,
         ``mean``, ``group``, ``extra``; rows past ``last_round`` are padding); see
         :class:`bayesfair.workflow.logs.RoundLog`. Costs O(R K) host memory per round: small studies only.
-    group_floors : float sequence, optional
-        Deprecated name of ``floors`` (a ``DeprecationWarning``).
 
     Returns
     -------
@@ -776,14 +772,8 @@ def simulate(
         raise ValueError(f"chunk_size {chunk_size:,} is too large for horizon {horizon:,}: round indices are 32-bit "
                          "integers; use a chunk_size of at most 2**20")
     n_shards = _n_shards(runs, devices)
-    floors_name = "floors"
-    if group_floors is not None:
-        warnings.warn("simulate(group_floors=...) is deprecated: use floors=...", DeprecationWarning, stacklevel=2)
-        if floors is not None:
-            raise TypeError("give floors or group_floors (deprecated), not both")
-        floors, floors_name = group_floors, "group_floors"
     if floors is not None:
-        floors = resolve_floors(floors, env.groups.n_groups, floors_name)
+        floors = resolve_floors(floors, env.groups.n_groups, "floors")
     explicit = metrics is not None
     if explicit and floors is not None:
         raise TypeError("floors configure the default metrics only: with metrics=[...], give the floors to a "

@@ -159,9 +159,10 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--models-dir", type=Path,
                    help="recipe folder (default: $BAYESFAIR_MODELS, ./models, or the checkout's models/)")
 
-    li = sub.add_parser("list", help="registered policies, environments, posteriors, merits and datasets",
+    li = sub.add_parser("list", help="registered policies, environments, posteriors, merits, metrics and datasets",
                         epilog=_EPILOG)
-    li.add_argument("what", nargs="?", choices=("policies", "environments", "posteriors", "merits", "datasets"),
+    li.add_argument("what", nargs="?",
+                    choices=("policies", "environments", "posteriors", "merits", "metrics", "datasets"),
                     help="only this kind")
     li.add_argument("--json", action="store_true", help="machine-readable output")
     return p
@@ -455,7 +456,8 @@ def run_list(args: argparse.Namespace) -> int:
     from bayesfair.workflow import registry
 
     rows = registry.table()
-    kinds = {"policies": "policy", "environments": "environment", "posteriors": "posterior", "merits": "merit"}
+    kinds = {"policies": "policy", "environments": "environment", "posteriors": "posterior", "merits": "merit",
+             "metrics": "metric"}
     datasets = []
     if args.what in (None, "datasets"):
         from bayesfair.datasets import list_datasets

@@ -38,10 +38,9 @@ key                meaning
 ``chunk_size``     rounds per jitted call, integer >= 1 (default 1024; fixes resume boundaries)
 ``devices``        shard runs over at most this many CPU devices (default: all)
 ``floors``         exposure floors beta_g, one per group, each in (0, 1/m], sum < 1 (optional);
-                   also the default ``groups_beta`` of bi-level policies (``group_floors``: the
-                   deprecated name of this key, read with a ``DeprecationWarning``)
-``metrics``        metric components to record, a list of names from
-                   :data:`bayesfair.simulation.metric_parts.METRICS` (optional; default: every component that
+                   also the default ``groups_beta`` of bi-level policies
+``metrics``        metric components to record, a list of declared metric names (``bayesfair list``:
+                   fairx, conventional, extra_regrets, floors, tracked; optional; default: every component that
                    applies, :func:`bayesfair.simulation.metric_parts.default_metrics`); ``fairx`` and
                    ``conventional`` may be tables ``{name = "conventional", only = ["reward",
                    "exposure"]}`` that record some of the component's variables

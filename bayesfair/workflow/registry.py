@@ -38,7 +38,6 @@ from bayesfair.core.declare import (  # noqa: F401 (the declaration API, re-expo
     Param,
     _check_kind,
     _fmt,
-    _renamed,
     check_value,
     choice,
     declare,
@@ -209,7 +208,6 @@ def check_params(kind: str, spec: Any, path: str, *, study: Mapping[str, Any] | 
         params = entry.params()
     except (ValueError, TypeError) as exc:  # a signature that cannot be read
         raise ConfigError(path, str(exc)) from None
-    spec = _renamed(entry.renamed, spec, entry.name, path)
     by_name = {p.name: p for p in params}
     allowed = ["name", *by_name, *extra_keys]
     for key in spec:
@@ -264,8 +262,6 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
             kwargs[key] = value
     try:
         obj = fn(**kwargs)
-        if entry.display:
-            obj = obj._replace(name=entry.display)
     except ConfigError as exc:
         raise ConfigError(f"{path}.{exc.path}" if exc.path else path, exc.message) from None
     except (ValueError, TypeError) as exc:

@@ -291,8 +291,8 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
             ("seed", str(study.get("seed", cfg.get("seed", "?")))),
             ("environment", json.dumps(study.get("environment", cfg.get("environment", {})))),
             ("merit", json.dumps(study.get("merit", cfg.get("merit", {}))))]
-    floors = study.get("floors", study.get("group_floors"))  # (group_floors: files before the rename)
-    if floors is not None and not {"floors", "group_floors"} & set(keys):
+    floors = study.get("floors")
+    if floors is not None and "floors" not in keys:
         meta.append(("exposure floors", json.dumps(floors)))
     if study.get("description"):
         meta.insert(0, ("description", study["description"]))

@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import os
 import re
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,25 +102,28 @@ def _checkpoints(value: Any, horizon: int) -> np.ndarray:
 
 
 def _metric_names(value: Any) -> list[Any] | None:
-    """``metrics``: component names, or ``{name = ..., only = [...]}`` tables for the components
-    that record a subset of their variables (:data:`bayesfair.simulation.metric_parts.SUBSETTABLE`)."""
-    from bayesfair.simulation.metric_parts import METRICS, SUBSETTABLE
-
+    """``metrics``: names of declared metric components (``bayesfair list``; or the import path of a
+    declared one), or ``{name = ..., only = [...]}`` tables for the components that record a subset
+    of their variables (those declaring an ``only`` parameter)."""
     if value is None:
         return None
+    known = registry.names("metric")
     if not isinstance(value, list) or not value:
         raise ConfigError("metrics", f"wrong type: expected a non-empty list of metric components "
-                                     f"({', '.join(METRICS)}), got {value!r}")
+                                     f"({', '.join(known)}), got {value!r}")
     out, names = [], []
     for i, entry in enumerate(value):
         name = entry.get("name") if isinstance(entry, dict) else entry
-        if name not in METRICS:
-            raise ConfigError(f"metrics[{i}]", f"invalid value: allowed {', '.join(METRICS)}, got {entry!r}")
+        if not isinstance(name, str) or (name not in known and ":" not in name):
+            raise ConfigError(f"metrics[{i}]", f"invalid value: allowed {', '.join(known)} (or the import path of a "
+                                               f"declared metric), got {entry!r}")
+        params = {p.name: p for p in registry.get("metric", name, path=f"metrics[{i}]").params()}
         if isinstance(entry, dict):
-            if name not in SUBSETTABLE or set(entry) != {"name", "only"}:
+            subsettable = [n for n in known if "only" in {p.name for p in registry.get("metric", n).params()}]
+            if "only" not in params or set(entry) != {"name", "only"}:
                 raise ConfigError(f"metrics[{i}]", "invalid value: a table is {name = ..., only = [...]} for "
-                                                   f"{', '.join(SUBSETTABLE)}, got {entry!r}")
-            allowed = SUBSETTABLE[name].VARIABLES
+                                                   f"{', '.join(subsettable)}, got {entry!r}")
+            allowed = params["only"].choices
             only = entry["only"]
             if not isinstance(only, list) or not only or len(set(map(str, only))) != len(only):
                 raise ConfigError(f"metrics[{i}].only", f"wrong type: expected a non-empty list of distinct names "
@@ -245,11 +247,19 @@ class Study:
         )
 
     def metrics(self) -> list[Any] | None:
-        """The metric components the config names (``metrics``), or None for the default set."""
-        from bayesfair.simulation.metric_parts import metrics_from_names
-
+        """The metric components the config names (``metrics``), or None for the default set; each
+        built by the registry, with the study's merit and floors."""
         names = self.config["metrics"]
-        return None if names is None else metrics_from_names(names, self.merit, self.config["floors"])
+        if names is None:
+            return None
+        merit_spec = self.config["merit"]
+        study = {"merit": merit_spec, "floors": self.config["floors"], "horizon": self.horizon}
+        out = []
+        for i, entry in enumerate(names):
+            _, spec = registry.check_params("metric", entry, f"metrics[{i}]", study=study)
+            out.append(registry.build("metric", spec, f"metrics[{i}]",
+                                      objects={"merit": self.merit, "merit_spec": merit_spec}))
+        return out
 
     def make_log(self) -> Any:
         """A :class:`~bayesfair.workflow.logs.RoundLog` sized for this study (raises ConfigError if too large)."""
@@ -376,15 +386,11 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     src = Path(source) if source is not None else None
     allowed = [*TOP_LEVEL, *_TABLES]
     for key in raw:
-        if key not in allowed and key != "group_floors":
+        if key not in allowed:
             raise _unknown("", key, allowed)
     if "sweep" in raw and not allow_sweep:
         raise ConfigError("sweep", "a config with a [sweep] table is a sweep: load it with load_config()")
-    if "group_floors" in raw:  # the deprecated name of ``floors``
-        warnings.warn("the config key group_floors is deprecated: use floors", DeprecationWarning, stacklevel=2)
-        if "floors" in raw:
-            raise ConfigError("group_floors", "give floors or group_floors (its deprecated name), not both")
-    floors_key = "group_floors" if "group_floors" in raw else "floors"
+    floors_key = "floors"
     cfg: dict[str, Any] = {}
     for key, p in TOP_LEVEL.items():
         if key == "checkpoints":

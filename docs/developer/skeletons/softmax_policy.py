@@ -13,9 +13,9 @@ from __future__ import annotations
 import jax
 
 from bayesfair.core import _random
-from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
-from bayesfair.workflow.registry import POSITIVE, declare, real
+from bayesfair.core.declare import POSITIVE, declare, real
 from bayesfair.core.types import Observation, Spec
+from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
 
 __all__ = ["softmax"]
 

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._validate import finite_array
-from bayesfair.environments.base import Environment
+from bayesfair.core.declare import declare, floats, real
 from bayesfair.core.groups import Groups
-from bayesfair.workflow.registry import declare, floats, real
 from bayesfair.core.types import Observation, Round, Spec
+from bayesfair.environments.base import Environment
 
 __all__ = ["uniform_noise_arms"]
 
