@@ -17,11 +17,11 @@ slower than :func:`gamma` below on this project's benchmark (see
 ``experiments/benchmarks/README.md``). Here every lane's proposals are counter-based: proposal
 number i of lane l is JAX's Threefry-2x32 hash of the counter (i, l) under its run's key, so all
 lanes of all runs make their first proposal as one flat element-wise computation, and a single
-array-level loop serves only the lanes that were rejected, a few per iteration (issue 18:
-re-proposing for every lane in every iteration made the loop cost several times the first
-proposal, since nearly every round of a simulation has some rejected lane among its runs x arms
-x 2 lanes). Under ``vmap`` a batching rule runs the same flat computation on all runs' lanes
-(see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap" and "Counter-based
+array-level loop serves only the lanes that were rejected, a few per iteration (re-proposing for
+every lane in every iteration would make the loop cost several times the first proposal, since
+nearly every round of a simulation has some rejected lane among its runs x arms x 2 lanes).
+Under ``vmap`` a batching rule runs the same flat computation on all runs' lanes (see
+:func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap" and "Counter-based
 proposals").
 """
 
@@ -64,7 +64,7 @@ def normal(key: jax.Array, shape: Sequence[int], dtype: Any = float) -> jax.Arra
     fused the transform (a logarithm and two polynomials: ``erf_inv``) into the ``[runs, K]``
     consumers of the draw, at ~10x its stand-alone cost per number: FairX-TS with a Normal
     posterior, K = 10, R = 500, T = 2e4, steady, 1.29 s, of which ~0.8 s was the transform, against
-    0.58 s with both (either alone: 1.27-1.33 s; benchmarks README, stop 38).
+    0.58 s with both (either alone: 1.27-1.33 s; ``CHANGELOG.md``, 2026-11-27).
     """
     shape = tuple(int(n) for n in shape)
     dtype = jax.dtypes.canonicalize_dtype(dtype)
@@ -160,7 +160,7 @@ def _log1p(y: jax.Array) -> jax.Array:
     the result is within a few ulps of log1p (tested against float64 over (-1, 20]: at most
     2.7 ulps, ``jnp.log1p`` 2.4). XLA's CPU ``log1p`` costs ~2x a ``log``: in the sampler's
     acceptance test (:func:`_mt_log_accept`, on every proposal) this form made a FairX-TS / TS
-    round (K = 10, R = 500) ~7% faster (``experiments/benchmarks/README.md``, stop 30).
+    round (K = 10, R = 500) ~7% faster (``CHANGELOG.md``, 2026-11-26).
     """
     w = 1.0 + y
     return jnp.where(w == 1.0, y, jnp.log(w) * (y / (w - 1.0)))
@@ -622,7 +622,7 @@ def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
     ``probs`` passes an optimization barrier first, so that it is computed once: otherwise XLA
     copies its producer (e.g. the bi-level policies' ``within * member[:, group]``) into each level
     of the scan. The bi-level policies at K = 15 got ~7-10% faster, the other families did not
-    change beyond noise (stop 33, benchmarks README). A CDF by one matrix product with the upper
+    change beyond noise (``CHANGELOG.md``, 2026-11-27). A CDF by one matrix product with the upper
     triangle of ones was as fast for the bi-level policies but made FairX-UCB at K = 10 ~15% slower.
     """
     probs = lax.optimization_barrier(probs)
