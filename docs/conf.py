@@ -64,9 +64,11 @@ suppress_warnings = ["ref.python"]
 
 
 def _site_links(app, docname, source):
-    """Links from the pages to ``experiments/<name>/README.md`` (outside docs/, the form that works
-    when browsing the repository) point at the site's page that includes that README."""
+    """Links from the pages to ``experiments/<name>/README.md`` and to ``CHANGELOG.md`` (outside
+    docs/, the form that works when browsing the repository) point at the site's page that
+    includes that file."""
     source[0] = re.sub(r"\]\((?:\.\./)+experiments/(\w+)/README\.md", r"](/experiments/\1.md", source[0])
+    source[0] = re.sub(r"\]\((?:\.\./)+CHANGELOG\.md", "](/changelog.md", source[0])
 
 
 _LITERAL = re.compile(r"(``.+?``)")

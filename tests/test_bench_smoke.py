@@ -239,8 +239,8 @@ def test_grid_numpy_child_in_a_fresh_process():
     assert r["wall_seconds"] > r["seconds"][0] > 0 and len(r["final"]) == 4
 
 
-# Every family of `make bench`: the NumPy reference and bayesfair agree in distribution (issue 18:
-# the agreement asserted in a slow test as well as in the benchmark). Each side runs in a fresh
+# Every family of `make bench`: the NumPy reference and bayesfair agree in distribution (the
+# agreement asserted in a slow test as well as in the benchmark). Each side runs in a fresh
 # process through the benchmark's own child protocol, with independent random numbers, so
 # z = (mean_numpy - mean_bayesfair) / s.e. is about N(0, 1) when both implement the same
 # algorithm; |z| <= 4 has a false-alarm rate of ~6e-5 per family.

@@ -1,4 +1,4 @@
-"""Fuzzing the study CLI (issue 15, item 9): generated configs either work or fail clearly.
+"""Fuzzing the study CLI: generated configs either work or fail clearly.
 
 A property-based test (hypothesis) generates study configs across the registry -- every policy,
 environment, posterior and merit, with constructor arguments drawn per :class:`~bayesfair.workflow.registry.Param`

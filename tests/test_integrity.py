@@ -1,4 +1,4 @@
-"""Integrity of results files (issue 15, item 4): schema version and checksum, verified on read.
+"""Integrity of results files: schema version and checksum, verified on read.
 
 A damaged, foreign or newer file is refused with a ResultsFileError (a ValueError, exit code 2 in
 the CLI) instead of giving wrong numbers; files written before the checks are read with a warning.

@@ -1,6 +1,6 @@
 """Each paper family's own experimental configuration, run with the constructors' defaults, against
-the paper's headline claim (issue 19: "a test per paper family runs the paper's configuration with
-defaults and checks the headline claim").
+the paper's headline claim: a test per paper family runs the paper's configuration with the
+defaults and checks the headline claim.
 
 Only values the paper itself fixes are passed: the environment of its synthetic experiment, its
 merit function, its floors, and the arguments our constructors require that the paper fixes or

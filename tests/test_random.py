@@ -96,7 +96,7 @@ def test_goldberg_log1p_is_as_accurate_as_jnp_log1p(dtype):
 def test_gamma_retries_under_vmap_keep_the_law_of_every_lane():
     # The simulator's layout: one gamma call per run (vmap) on 20 lanes; the batching rule lays all
     # runs' lanes out flat and the retry loop serves the first rejected lanes of all runs in flat
-    # order (issue 18). Shapes 1 (5% rejected) and 2.5 alternate, so lanes of different shapes are
+    # order. Shapes 1 (5% rejected) and 2.5 alternate, so lanes of different shapes are
     # retried side by side; every shape, and the last lane alone (served last), must keep the exact
     # Gamma law.
     batch = 2000
@@ -270,7 +270,7 @@ def test_argmax_set_is_all_nan_when_any_entry_is_nan():
     # A NaN anywhere, eagerly, jitted and under vmap (the simulator's layout), must make every
     # entry NaN, so that the simulator reports the invalid pi_t; infinities and ties stay valid
     # distributions. (Dropping the explicit isnan check and relying on max() propagating the NaN
-    # into 0 / 0 fails this: compiled, XLA's CPU code returned 0 for every entry; stop 32.)
+    # into 0 / 0 fails this: compiled, XLA's CPU code returns 0 for every entry.)
     rng = np.random.default_rng(12)
     x = rng.random((64, 10)).astype(np.float32)
     where = rng.integers(0, 10, 64)
@@ -317,7 +317,7 @@ def test_flat_normal_and_uniform_are_jax_randoms_draws(shape):
 
 def test_flat_normal_batching_rule_keeps_jax_randoms_numbers():
     """Under vmap, _random.normal's batching rule turns all runs' bits into normals as one flat
-    array (behind an optimization barrier: the simulator's speed, benchmarks README, stop 38).
+    array (behind an optimization barrier: the simulator's speed; design.md, "Normal draws").
     Nested vmaps, jit, a key shared by all runs (unbatched) and a batched call inside a larger
     jitted computation must all give jax.random.normal's numbers, each run those of its own key."""
     keys = jax.random.split(jax.random.key(5), 6)

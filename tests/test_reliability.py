@@ -1,5 +1,6 @@
-"""Issue 15's reproductions, one regression test each: nothing hangs, nothing is lost or silently
-overwritten, and every bad input gets a clear error with the documented exit code."""
+"""Reliability of the study workflow, one regression test per failure mode: nothing hangs, nothing
+is lost or silently overwritten, and every bad input gets a clear error with the documented exit
+code."""
 
 import hashlib
 import json

@@ -1,5 +1,5 @@
 """Stepping a policy by hand: select/update are jitted once, and the hand loop plays the
-simulator's rounds (issue 15, item 8)."""
+simulator's rounds."""
 
 import pickle
 

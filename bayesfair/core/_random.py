@@ -11,18 +11,17 @@ probability >= e/4, so this happens with probability below 1e-40 per draw). The 
 turns any NaN selection probability into an error naming the policy, run and round
 (:func:`bayesfair.simulate`).
 
-Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key
-and its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x
-slower than :func:`gamma` below on this project's benchmark (see
-``experiments/benchmarks/README.md``). Here every lane's proposals are counter-based: proposal
-number i of lane l is JAX's Threefry-2x32 hash of the counter (i, l) under its run's key, so all
-lanes of all runs make their first proposal as one flat element-wise computation, and a single
-array-level loop serves only the lanes that were rejected, a few per iteration (issue 18:
-re-proposing for every lane in every iteration made the loop cost several times the first
-proposal, since nearly every round of a simulation has some rejected lane among its runs x arms
-x 2 lanes). Under ``vmap`` a batching rule runs the same flat computation on all runs' lanes
-(see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap" and "Counter-based
-proposals").
+Why not ``jax.random.gamma`` / ``jax.random.beta``: JAX samples each element with its own key and
+its own ``while_loop``; vmapped over (runs x arms) inside a ``lax.scan`` this measured ~5x slower
+than :func:`gamma` below on this project's benchmark (``CHANGELOG.md``, 2026-11-21). Here every
+lane's proposals are counter-based: proposal number i of lane l is JAX's Threefry-2x32 hash of the
+counter (i, l) under its run's key, so all lanes of all runs make their first proposal as one flat
+element-wise computation, and a single array-level loop serves only the lanes that were rejected, a
+few per iteration (re-proposing for every lane in every iteration would make the loop cost several
+times the first proposal, since nearly every round of a simulation has some rejected lane among its
+runs x arms x 2 lanes). Under ``vmap`` a batching rule runs the same flat computation on all runs'
+lanes (see :func:`gamma`; ``docs/developer/design.md``, "A flat layout under vmap" and
+"Counter-based proposals").
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ def normal(key: jax.Array, shape: Sequence[int], dtype: Any = float) -> jax.Arra
     fused the transform (a logarithm and two polynomials: ``erf_inv``) into the ``[runs, K]``
     consumers of the draw, at ~10x its stand-alone cost per number: FairX-TS with a Normal
     posterior, K = 10, R = 500, T = 2e4, steady, 1.29 s, of which ~0.8 s was the transform, against
-    0.58 s with both (either alone: 1.27-1.33 s; benchmarks README, stop 38).
+    0.58 s with both (either alone: 1.27-1.33 s; ``CHANGELOG.md``, 2026-11-27).
     """
     shape = tuple(int(n) for n in shape)
     dtype = jax.dtypes.canonicalize_dtype(dtype)
@@ -160,7 +159,7 @@ def _log1p(y: jax.Array) -> jax.Array:
     the result is within a few ulps of log1p (tested against float64 over (-1, 20]: at most
     2.7 ulps, ``jnp.log1p`` 2.4). XLA's CPU ``log1p`` costs ~2x a ``log``: in the sampler's
     acceptance test (:func:`_mt_log_accept`, on every proposal) this form made a FairX-TS / TS
-    round (K = 10, R = 500) ~7% faster (``experiments/benchmarks/README.md``, stop 30).
+    round (K = 10, R = 500) ~7% faster (``CHANGELOG.md``, 2026-11-26).
     """
     w = 1.0 + y
     return jnp.where(w == 1.0, y, jnp.log(w) * (y / (w - 1.0)))
@@ -179,7 +178,7 @@ def _threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) ->
     optimization barriers matter: without the one on the inputs XLA fuses the per-run key
     broadcast into the hash (index arithmetic per element, no faster than the primitive); without
     the one on the outputs it copies the 20-round hash into every consumer of its words, and the
-    FairX-TS round got 3x slower (``experiments/benchmarks/README.md``).
+    FairX-TS round got 3x slower (``CHANGELOG.md``, 2026-11-26).
     """
     k1, k2, x1, x2 = lax.optimization_barrier((k1, k2, x1, x2))
     ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
@@ -235,7 +234,7 @@ def unrolled_threefry() -> Iterator[bool]:
     policy's); on CPU each rolled hash runs as a ``while`` loop of five iterations, 16 small
     kernels each, and a BF-UCB round (K = 15, R = 500) had 7 such loops besides its own 159
     instructions. Unrolled, a steady BF-UCB study (R = 500, T = 1e4) went 1.09-1.13 -> 0.88-0.92 s
-    (``experiments/benchmarks/README.md``, "``jax.random`` unrolled inside ``simulate``"). JAX's
+    (``CHANGELOG.md``, 2026-11-26). JAX's
     own unrolled lowering (its GPU rule) was far slower on CPU: without the barriers XLA copies
     the hash into its consumers.
 
@@ -363,7 +362,7 @@ def _flat_lanes(flat_fn):
     ``flat_fn(words, *params, n_lanes)`` samples B runs' lanes laid out flat and run-major
     (``words`` ``[B, 2]``: each run's Threefry key words; each param ``[B * L]``). XLA's CPU code
     for the element-wise work on ``[B, L]`` operands inside the simulator's loop depends strongly
-    on L (``experiments/benchmarks/README.md``: at L = 20 a round cost 3.4x more than at L = 32),
+    on L (at L = 20 a round cost 3.4x more than at L = 32; ``CHANGELOG.md``, 2026-11-26),
     while on a flat ``[B * L]`` array it is one long vectorized loop. Since a lane's proposals are
     a function of (its run's key, attempt, lane) only, the batch is the unbatched computation on
     B runs at once, number for number.
@@ -468,7 +467,7 @@ def _first_true(mask: jax.Array, size: int) -> jax.Array:
     ``mask.size``: ``jnp.nonzero(mask, size=size, fill_value=mask.size)[0]``, computed as a prefix
     count and a binary search per output (``searchsorted``). On this CPU, for the sampler's
     20,000-lane masks, that costs ~26 us against ~86 us for ``jnp.nonzero``'s lowering, and the
-    retry loop runs it in nearly every round (``experiments/benchmarks/README.md``).
+    retry loop runs it in nearly every round (``CHANGELOG.md``, 2026-11-26).
     """
     count = jnp.cumsum(mask.astype(jnp.int32))
     want = jnp.arange(1, size + 1, dtype=jnp.int32)
@@ -613,8 +612,7 @@ def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
 
     One uniform per draw (``jax.random.categorical`` needs a Gumbel per candidate). The CDF is a
     log-depth parallel prefix sum (``lax.associative_scan``): on CPU ``jnp.cumsum`` lowers to
-    windowed reductions that cost about 3x more at K = 60 (measured in
-    ``experiments/benchmarks/README.md``, "Where the time goes in the bi-level policies"). A tree
+    windowed reductions that cost about 3x more at K = 60 (``CHANGELOG.md``, 2026-11-23). A tree
     prefix sum need not be monotone to the last bit where ``probs`` has zeros, so the index is the
     *first positive-probability* candidate whose prefix sum exceeds the uniform (falling back to the
     last positive one): a candidate of probability zero is never returned.
@@ -622,7 +620,7 @@ def categorical(key: jax.Array, probs: jax.Array) -> jax.Array:
     ``probs`` passes an optimization barrier first, so that it is computed once: otherwise XLA
     copies its producer (e.g. the bi-level policies' ``within * member[:, group]``) into each level
     of the scan. The bi-level policies at K = 15 got ~7-10% faster, the other families did not
-    change beyond noise (stop 33, benchmarks README). A CDF by one matrix product with the upper
+    change beyond noise (``CHANGELOG.md``, 2026-11-27). A CDF by one matrix product with the upper
     triangle of ones was as fast for the bi-level policies but made FairX-UCB at K = 10 ~15% slower.
     """
     probs = lax.optimization_barrier(probs)

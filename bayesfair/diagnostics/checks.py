@@ -118,8 +118,8 @@ def _check_reproduces(posterior: PosteriorFamily, state: Any, size: int, obs: Ma
     every floating leaf of the two states (the sufficient statistics: e.g. a Beta's counts, which
     one observation more or less changes by 1) to :data:`REFIT_RTOL` relative, plus float32
     rounding growing as sqrt(N) over N updates (3.5e-5 at N = 20,000: one observation of an arm
-    seen fewer than ~28,000 times is found). Comparing the posterior means to 1e-3, as before
-    stop 39, let a state that had seen 1-100 observations more than were given pass."""
+    seen fewer than ~28,000 times is found). Comparing the posterior means to 1e-3 instead would
+    let a state that had seen 1-100 observations more than were given pass."""
     refit = fit_outcomes(posterior, size, _outcome(obs))
     n = int(np.asarray(obs["reward"]).size)
     tol = REFIT_RTOL + 2 * float(np.finfo(np.float32).eps) * np.sqrt(n)

@@ -242,8 +242,8 @@ def _confidence_box(state: BilevelState, delta: float, lo: float, hi: float):
     this round and k_g = |g|. The box is intersected with the known reward range (which holds the
     true means); an arm never pulled gets the whole range (w = w^g / sqrt(0) is infinite).
     Returns ``(mu_hat, low, high)``, each ``[K]``, behind an optimization barrier: without it XLA
-    recomputed the box inside every fusion that reads it (BF-UCB's steady study ~9% longer, stop
-    34, experiments/benchmarks/README.md); the values are the same.
+    recomputed the box inside every fusion that reads it (BF-UCB's steady study ~9% longer,
+    ``CHANGELOG.md``, 2026-11-27); the values are the same.
     """
     member = state.member
     n = state.arm_pulls

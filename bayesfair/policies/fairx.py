@@ -219,8 +219,7 @@ def fairx_ucb(
         paper's Figure 2 (FairX-UCB with the best reward regret of the FairX algorithms, Section
         5.3) where ``"upper"`` does not (experiments/fairx_yeast/README.md, "Solvers and start").
         ``"upper"`` starts at the upper corner mu_hat + w, the maximizer whenever the objective
-        increases in every coordinate; with 10 small steps it leaves the low arms over-exposed
-        (the default before issue 19).
+        increases in every coordinate; with 10 small steps it leaves the low arms over-exposed.
     solver : {"pga", "exact"}
         How line 7 is solved: ``"pga"`` (default, the paper's experiments, Section 5.1) or
         ``"exact"``.

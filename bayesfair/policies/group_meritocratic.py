@@ -38,9 +38,9 @@ Round t (``obs.t``, 1-based, as the simulator passes it) uses t~ = floor((t - 1)
 - *In place*: ``update`` writes the round into the buffer with a ``dynamic_update_slice`` whose
   value depends on the action, which orders the write after ``select``'s loop over the same
   buffer; without that dependency XLA copied the whole buffer every round (6x slower at
-  T = 4,000). Inside :func:`bayesfair.simulate`, whose rounds run in a ``lax.cond``, XLA still
-  copies the buffer (a branch operand updated in place) twice per round, O(capacity) per round;
-  ``experiments/benchmarks/fair_greedy_bench.py`` measures both.
+  T = 4,000). Inside :func:`bayesfair.simulate` the rounds of a chunk are a ``fori_loop`` over the
+  active rounds (no per-round ``lax.cond``, whose branch operands XLA would copy), so the buffer is
+  updated in place there too; ``experiments/benchmarks/fair_greedy_bench.py`` measures both.
 
 Perturbation and ties
 ---------------------

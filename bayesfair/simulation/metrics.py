@@ -93,7 +93,7 @@ def compensated(spec: MetricSpec) -> bool:
     rounds, and :func:`bayesfair.simulate` keeps ``horizon + chunk_size`` below 2**31, so such a
     count cannot overflow its int32 chunk sum; the host adds the chunks in float64 as for every
     sum. (The exact count also costs less per round than a compensated float sum: BF-UCB's round
-    ~5% less with ``pulls`` and ``group_pulls`` recorded, benchmarks README, stop 38.)"""
+    ~5% less with ``pulls`` and ``group_pulls`` recorded, CHANGELOG.md, 2026-11-27.)"""
     return spec.combine == SUM and not np.issubdtype(np.dtype(spec.dtype), np.integer)
 
 

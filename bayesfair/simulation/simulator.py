@@ -197,7 +197,7 @@ def _run_invariant(jaxpr: Any, state: Any) -> Any:
     The simulator passes such leaves to the round unbatched (one copy for all runs, not one per
     run), so the policy's products and gathers with them are one matrix operation over the runs
     instead of a batch of per-run ones: e.g. the bi-level policies' group membership, BF-UCB
-    ~12% faster (stop 33). ``jaxpr`` is :func:`_probe`'s round, whose last outputs are, flattened,
+    ~12% faster. ``jaxpr`` is :func:`_probe`'s round, whose last outputs are, flattened,
     the initial state and then the updated state. The test is conservative: an output that
     depends on anything the runs differ in, or that ``update`` recomputes (even to an equal
     value), stays per run; a JAX that stopped forwarding a jitted ``update``'s unchanged outputs
@@ -267,10 +267,10 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
 
     def chunk_runs(carry: RunCarry, ts: jax.Array, slots: jax.Array, n_active: jax.Array):
         # The round loop over the runs' batch: each round is `play` vmapped over the runs, batched
-        # as it is traced. (A vmap of the per-run loop, as before stop 35, gives the same program
-        # and numbers, but the while loop's batching rule batches the round's jaxpr two or three
-        # times to find which carries are batched, re-tracing the samplers' custom_vmap rules each
-        # time: tracing a TS chunk took 0.33-0.41 s against 0.19-0.21 s now.) The run-invariant
+        # as it is traced. (A vmap of the per-run loop would give the same program and numbers,
+        # but the while loop's batching rule batches the round's jaxpr two or three times to find
+        # which carries are batched, re-tracing the samplers' custom_vmap rules each time: tracing
+        # a TS chunk takes 0.19-0.21 s this way, 0.33-0.41 s that way.) The run-invariant
         # leaves of the carry (_run_invariant) enter once (this shard's first run) and unbatched;
         # every output is per run again.
         runs_here = jax.tree.leaves(carry.env_key)[0].shape[0]
@@ -587,7 +587,7 @@ def wait_interruptibly(tree: Any, max_poll: float = 0.05) -> None:
     chunk's work is discarded; an error of the computation is raised by the caller's next read
     of the arrays.
 
-    Polling ``is_ready()`` with 2-5 ms sleeps, as before stop 34, noticed a finished chunk ~2.5 ms
+    Polling ``is_ready()`` with 2-5 ms sleeps instead would notice a finished chunk ~2.5 ms
     late on average: ~8-10% of a TS study at R = 100, whose chunks take ~16 ms. The helper is not a
     daemon thread: a process that exits (e.g. the CLI after a first Ctrl-C) waits for the chunk
     in flight instead of tearing XLA down under a thread blocked inside it, which aborted the

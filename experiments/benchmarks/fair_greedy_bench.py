@@ -22,11 +22,11 @@ round and run). The script fits seconds-per-round = a + b t to the simulator's c
   the target refers to.
 - JAX *simulator*: ``bayesfair.simulate`` (all of its metrics), end-to-end (compilation
   included) and per chunk (between the first and the last chunk, from the progress callback),
-  after an untimed warm-up call. Until issue 18 the simulator gated every round with
-  ``lax.cond`` and XLA copied the whole history buffer in and out of the branch each round
-  (O(capacity) per round); its round loop is now a ``fori_loop`` over the active rounds and the
-  buffer is updated in place. It is timed up to ``--simulator-max-horizon`` (default 20,000), to
-  keep the default run short (its end-to-end call includes a warm-up call of the same length).
+  after an untimed warm-up call. The simulator's round loop is a ``fori_loop`` over the active
+  rounds, so the history buffer is updated in place (gating each round with ``lax.cond`` would
+  make XLA copy the whole buffer in and out of the branch, O(capacity) per round). It is
+  timed up to ``--simulator-max-horizon`` (default 20,000), to keep the default run short (its
+  end-to-end call includes a warm-up call of the same length).
 
 So the ratios compare 2 cores (JAX) with 1 (NumPy). The target is a scan/NumPy ratio >= 3 at every
 T; ``--quick`` (T = 1000, 2000, one repeat) gives no verdict. The final fair pseudo-regret / T of

@@ -510,7 +510,7 @@ def machine_info():
             "jax_version": version("jax"), "jaxlib_version": version("jaxlib"),
             "bayesfair_version": version("bayesfair"),
             # the result's libraries: xarray imports dask (when installed, as with the test extras) on
-            # its first Variable, ~0.2 s of bayesfair's end to end at R = 100 (benchmarks README, stop 36)
+            # its first Variable, ~0.2 s of bayesfair's end to end at R = 100 (benchmarks README)
             "xarray_version": version("xarray"), "pandas_version": version("pandas"), "dask_version": version("dask"),
             "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "host_devices": os.environ.get("BAYESFAIR_HOST_DEVICES", "one per core")}

@@ -1,4 +1,4 @@
-"""Where a Beta-Bernoulli FairX-TS round's time goes inside ``simulate`` (issue 18): variants, one process each.
+"""Where a Beta-Bernoulli FairX-TS round's time goes inside ``simulate``: variants, one process each.
 
 - ``exact``: the study as ``grid_bench.py`` runs it (FairX-TS, K arms, merit exp(4 mu), FairX regrets);
 - ``gaussian``: the Gamma draws replaced by one Gaussian each (mean a, sd sqrt(a); inexact, a
@@ -14,9 +14,8 @@
 
 Prints steady seconds (the second call), run-rounds per microsecond and the cores used (user CPU
 time / wall time). ``bayesfair`` is imported before any JAX operation here on purpose: imported
-after one, it cannot expose one device per core, and every variant runs on one device (since stop
-35 the import then warns; until then it was silent, and before stop 35 even importing JAX first
-had that effect).
+after one, it cannot expose one device per core, every variant runs on one device, and the import
+warns (importing JAX itself first is fine).
 
 Usage: ``python experiments/benchmarks/round_profile.py exact --runs 2000 --horizon 4000 [--arms 10]``
 """

@@ -1,9 +1,9 @@
-"""Steady-state A/B of the exact Gamma sampler inside ``simulate``, in ONE process (issue 18).
+"""Steady-state A/B of the exact Gamma sampler inside ``simulate``, in ONE process.
 
 The NumPy reference of ``grid_bench.py`` (FairX-TS or TS, Beta-Bernoulli, merit exp(4 mu),
 fairness and reward regret at T/2 and T), bayesfair with ``bayesfair.core._random.gamma`` taken from
 another copy of ``_random.py`` (``--old``, e.g. the file at an earlier commit:
-``git show <commit>:bayesfair/_random.py > /tmp/old_random.py``), and bayesfair with the current
+``git show <commit>:bayesfair/core/_random.py > /tmp/old_random.py``), and bayesfair with the current
 sampler, interleaved per repetition; medians. Each side gets its own policy object, so its own
 trace and compiled program; the first call per side (compilation or cache load) is not timed.
 Prints one JSON line: seconds per side, ratios to NumPy, the old/new speed-up, and the mean final

@@ -1,11 +1,11 @@
-"""Stand-alone cost of the exact Beta draw in a vmapped round loop, old sampler vs current (issue 18).
+"""Stand-alone cost of the exact Beta draw in a vmapped round loop, old sampler vs current.
 
 A ``fori_loop`` of ``--rounds`` rounds per run, vmapped over ``R`` runs (one device, plain
 ``jax.jit``), each round drawing Beta(alpha, beta) for K arms with ``_random.beta`` and updating
 the pulled arm (the argmax) with a fair coin: the sampler's share of a Thompson-sampling round
 without the simulator around it. Prints compile+first-call and steady seconds and milliseconds
-per round for the current ``bayesfair/_random.py`` and, with ``--old FILE``, for another copy of
-it (e.g. ``git show <commit>:bayesfair/_random.py > /tmp/old_random.py``).
+per round for the current ``bayesfair/core/_random.py`` and, with ``--old FILE``, for another copy of
+it (e.g. ``git show <commit>:bayesfair/core/_random.py > /tmp/old_random.py``).
 
 Usage: ``python experiments/benchmarks/sampler_loop.py --runs 2000 --arms 10 --rounds 1000 [--old FILE]``
 """
