@@ -24,6 +24,7 @@ from numpyro.infer import MCMC, NUTS, Predictive
 
 from bayesfair.posteriors import fit
 from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.mcmc import is_mcmc_state
 from bayesfair.workflow import registry
 
 K = 3
@@ -34,13 +35,13 @@ Z = 4.5
 
 def declared_families() -> dict[str, Posterior]:
     """``{"name[i]": posterior}``: each declared example of every per-arm conjugate family (a
-    :class:`Posterior` with an observation model; the MCMC fallback families have none)."""
+    :class:`Posterior` whose state is not the MCMC fallback's)."""
     out = {}
     for entry in registry.entries("posterior"):
         for i, spec in enumerate(entry.examples()):
             _, norm = registry.check_params("posterior", spec, entry.name)
             post = registry.build("posterior", norm, entry.name)
-            if isinstance(post, Posterior) and post.observation is not None:
+            if isinstance(post, Posterior) and not is_mcmc_state(post.init(K)):
                 out[f"{entry.name}[{i}]"] = post
     return out
 
