@@ -313,8 +313,33 @@ def merit_table(mode: str = "dirty"):
 _POSTERIOR_VALID = {"a0": _floats(0.1, 5.0), "b0": _floats(0.1, 5.0), "prior_var": _floats(0.1, 5.0),
                     "noise_var": _floats(0.1, 5.0), "kappa0": _floats(0.1, 5.0),
                     "prior_mean": _floats(-1.0, 1.0), "m0": _floats(-1.0, 1.0)}
-MAB_POSTERIORS = ["beta_bernoulli", "normal_known_variance", "normal_inverse_gamma"]
-LIN_POSTERIORS = ["linear_known_variance", "linear_normal_inverse_gamma"]
+
+
+def _built_example(kind: str, entry: registry.Entry) -> Any:
+    _, norm = registry.check_params(kind, entry.examples()[0], kind, study=registry.EXAMPLE_STUDY)
+    return registry.build(kind, norm, kind)
+
+
+def _is_contextual(env: dict[str, Any]) -> bool:
+    """Whether the environment table builds a contextual environment (candidates with features)."""
+    _, norm = registry.check_params("environment", env, "environment")
+    return registry.build("environment", norm, "environment").spec.n_features > 0
+
+
+def _split_by_declaration() -> tuple[list[str], list[str], list[str], list[str]]:
+    """Every declared posterior and policy, split into multi-armed and contextual ones: posteriors by
+    the type their first example builds, policies by the environment their examples run on in the
+    contract test (``example_env``). A newly declared one is fuzzed with no edit here."""
+    mab_post, lin_post, mab_pol, lin_pol = [], [], [], []
+    for e in registry.entries("posterior"):
+        linear = type(_built_example("posterior", e)).__name__ == "LinearPosterior"
+        (lin_post if linear else mab_post).append(e.name)
+    for e in registry.entries("policy"):
+        (lin_pol if _is_contextual(dict(e.example_env or registry.EXAMPLE_ENV)) else mab_pol).append(e.name)
+    return mab_post, lin_post, mab_pol, lin_pol
+
+
+MAB_POSTERIORS, LIN_POSTERIORS, MAB_POLICIES, LIN_POLICIES = _split_by_declaration()
 
 
 def posterior_table(names: list[str] | None = None, mode: str = "dirty"):
@@ -330,6 +355,8 @@ CHEAP_MAB = ["bernoulli_arms", "gaussian_arms"]
 CHEAP_LIN = ["linear_bandit", "synthetic_biased", "gmf_synthetic", "gmf_multigroup"]
 DATA_ENVS = ["yeast_bandit", "compas_bandit", "family_income_bandit", "gmf_adult"]
 ARRAY_ENVS = ["gmf_population", "biased_linear_bandit", "biased_data_bandit"]
+# every other declared environment is fuzzed from its declared examples (then perturbed)
+OTHER_ENVS = [n for n in registry.names("environment") if n not in {*CHEAP_MAB, *CHEAP_LIN, *DATA_ENVS, *ARRAY_ENVS}]
 
 
 @st.composite
@@ -418,6 +445,8 @@ def env_table(draw, name: str, mode: str = "dirty") -> dict[str, Any]:
         k = draw(st.integers(2, 3))
         out["group_of_arm"] = [0] * k + [1] * draw(st.integers(2, 3))
         out["n_features"] = draw(st.integers(1, 3))
+    elif name in OTHER_ENVS:
+        out.update(draw(st.sampled_from(registry.get("environment", name).examples())))
     elif name in ARRAY_ENVS:
         for pname, p in params.items():
             if p.is_required:
@@ -435,12 +464,6 @@ def env_table(draw, name: str, mode: str = "dirty") -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # policies
-
-MAB_POLICIES = ["fairx_ts", "fairx_eg", "fairx_ucb", "ucb1", "thompson", "epsilon_greedy", "uniform", "bf_ucb",
-                "bf_ts", "gef", "gef_ts", "mf", "mf_ts"]
-LIN_POLICIES = ["fairx_lints", "fairx_linucb", "fairx_lineg", "lints", "linucb", "fair_greedy",
-                "fair_greedy_multigroup", "oful", "greedy", "top_interval", "interval_chaining",
-                "naive_fair", "group_fair_top_interval", "group_fair_ts"]
 
 _POLICY_VALID = {
     "epsilon": _floats(0.0, 1.0), "delta": _floats(0.01, 0.5), "steps": st.integers(0, 12),
@@ -527,10 +550,16 @@ def study_case(draw, *, run: bool | None = None, mode: str | None = None, data_e
     dirty = mode == "dirty"
     data = DATA_ENVS if data_envs and SHARED.is_dir() else []
     arrays = ["gmf_population", "biased_linear_bandit"]
-    pool = CHEAP_MAB * 4 + CHEAP_LIN * 2 + arrays + data if run else CHEAP_MAB * 3 + CHEAP_LIN * 2 + ARRAY_ENVS + data
+    pool = CHEAP_MAB * 4 + CHEAP_LIN * 2 + arrays + data if run else \
+        CHEAP_MAB * 3 + CHEAP_LIN * 2 + ARRAY_ENVS + OTHER_ENVS + data
     env_name = draw(st.sampled_from(pool))
     env = draw(env_table(env_name, mode))
     linear = env_name not in CHEAP_MAB and not (env_name == "yeast_bandit" and env.get("mode") != "linear")
+    if env_name in OTHER_ENVS:
+        try:
+            linear = _is_contextual(env)
+        except (registry.ConfigError, ValueError, TypeError):  # a perturbed table: either pool will do
+            pass
     fitting = LIN_POLICIES if linear else MAB_POLICIES
     n_pol = draw(st.integers(1, 1 if run else 2))
     policies: dict[str, Any] = {}
