@@ -223,3 +223,24 @@ def test_every_shipped_config_validates(path, monkeypatch):
     monkeypatch.setenv("BAYESFAIR_DATA", str(data))
     obj = load_config(path)
     assert obj.name
+
+
+PYTHON_ONLY_POSTERIORS = ("group_bias_posterior", "hierarchical_logit_normal", "mcmc_posterior", "mcmc_beta_bernoulli",
+                          "logistic_linear_mcmc")
+
+
+def test_every_posterior_family_is_declared_or_listed_as_python_only(capsys):
+    import inspect
+
+    import bayesfair.posteriors as P
+    from bayesfair.workflow.cli import main
+
+    families = {n for n in P.__all__ if callable(getattr(P, n)) and not inspect.isclass(getattr(P, n))
+                and "Posterior" in str(inspect.signature(getattr(P, n)).return_annotation)}
+    declared = set(registry.names("posterior"))
+    assert families - declared == set(PYTHON_ONLY_POSTERIORS)
+    assert main(["list", "posteriors"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(Python only:") == len(PYTHON_ONLY_POSTERIORS)
+    err = _error(_with("policies.X", {"name": "thompson", "posterior": {"name": "hierarchical_logit_normal"}}))
+    assert err.path == "policies.X.posterior.name" and "available from Python only: an MCMC-fallback" in str(err)

@@ -23,7 +23,7 @@ from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC, NUTS, Predictive
 
 from bayesfair.posteriors import fit
-from bayesfair.posteriors.base import Posterior
+from bayesfair.posteriors.base import Outcome, Posterior
 from bayesfair.posteriors.mcmc import is_mcmc_state
 from bayesfair.workflow import registry
 
@@ -115,3 +115,24 @@ def test_conjugate_matches_nuts(family):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_conjugate_sampler_matches_its_own_moments(family):
     check_conjugate_sampler_matches_its_own_moments(family, FAMILIES[family])
+
+
+def families_with_observation_models() -> dict[str, Posterior]:
+    return {n: p for n, p in FAMILIES.items() if p.observation is not None}
+
+
+@pytest.mark.parametrize("family", list(families_with_observation_models()))
+def test_observation_model_is_the_numpyro_likelihood(family):
+    """The hand-written observation model used for model checking (log-likelihood, predictive draws)
+    is the family's NumPyro likelihood: its log density of every observation equals
+    ``numpyro.infer.util.log_likelihood`` of the model's reward site at the same drawn parameters."""
+    from numpyro.infer.util import log_likelihood
+
+    post = FAMILIES[family]
+    arms, rewards = _data(post, 11)
+    state = fit(post, K, arms, rewards)
+    params = jax.vmap(post.observation.draw, in_axes=(0, None))(jax.random.split(jax.random.key(4), 8), state)
+    outcomes = Outcome(jnp.asarray(rewards), arm=jnp.asarray(arms))
+    ours = jax.vmap(lambda p: jax.vmap(lambda o: post.observation.log_density(p, o))(outcomes))(params)
+    theirs = log_likelihood(partial(post.model, n_arms=K), params, jnp.asarray(arms), jnp.asarray(rewards))["r"]
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=2e-5, atol=2e-5)

@@ -56,6 +56,7 @@ __all__ = [
     "POSITIVE",
     "check_value",
     "set_callable_describer",
+    "python_only",
     "EXAMPLE_ENV",
     "EXAMPLE_STUDY",
     "EXAMPLE_POSTERIORS",
@@ -391,6 +392,22 @@ def _import_target(target: str, what: str) -> Callable[..., Any]:
 _ENTRIES: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
 _BROKEN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # module -> import error
 _DISCOVERED: set[str] = set()
+
+
+_PYTHON_ONLY: dict[str, dict[str, tuple[Callable[..., Any], str]]] = {k: {} for k in KINDS}
+
+
+def python_only(kind: str, reason: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a constructor as available from Python only, with the reason (e.g. it takes a model
+    function or array layouts a config cannot express): ``bayesfair list`` shows it with the reason,
+    and a config that names it is refused with the reason instead of "unknown"."""
+    _check_kind(kind)
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _PYTHON_ONLY[kind][fn.__name__] = (fn, reason)
+        return fn
+
+    return wrap
 
 
 def _check_kind(kind: str) -> str:

@@ -9,8 +9,6 @@ pi_t is conditional on its draw.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
@@ -20,7 +18,8 @@ from bayesfair.core.compat import bounded_requires
 from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, declare, real
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, posterior_requires, update_counts
-from bayesfair.posteriors.base import Outcome, Posterior
+from bayesfair.policies.compose import argmax_rule, epsilon_mixture, posterior_sampling
+from bayesfair.posteriors.base import Posterior
 
 __all__ = ["ucb1", "thompson", "epsilon_greedy", "uniform"]
 
@@ -64,37 +63,17 @@ def ucb1(*, w0: float | None = None) -> Policy:
 @declare("policy",
          example=[{"posterior": p} for p in EXAMPLE_POSTERIORS])
 def thompson(posterior: Posterior) -> Policy:
-    """Thompson sampling: play the argmax of one posterior draw."""
+    """Thompson sampling: play the argmax of one posterior draw (ties at random)."""
     if not isinstance(posterior, Posterior):
         raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
-
-    def init(key: jax.Array, spec: Spec) -> Any:
-        return posterior.init(spec.n_arms)
-
-    def select(key: jax.Array, state: Any, obs: Observation):
-        k_mu, k_arm = jax.random.split(key)
-        mu = posterior.sample(k_mu, state)
-        action, probs = _argmax_policy(k_arm, mu)
-        return action, probs, {"mu": mu}
-
-    def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
-        return posterior.update(state, Outcome(reward, arm=action))
-
-    return Policy(init, select, update, "TS", requires=posterior_requires(posterior, "TS"))
+    return posterior_sampling(posterior, argmax_rule, "TS", requires=posterior_requires(posterior, "TS"))
 
 
 @declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
 def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
     """Epsilon-greedy: pi_t = epsilon / K + (1 - epsilon) * uniform over argmax mu_hat."""
-    eps = float(epsilon)  # range checked by the declaration
     init_est = finite_float("initial_estimate", initial_estimate)
-
-    def select(key: jax.Array, state: CountState, obs: Observation):
-        mu_hat = empirical_mean(state, init_est)
-        probs = eps / mu_hat.shape[0] + (1.0 - eps) * _random.argmax_set(mu_hat)
-        return _random.categorical(key, probs), probs, {"mu": mu_hat}
-
-    return _count_policy(select, "EG")
+    return epsilon_mixture(argmax_rule, epsilon, init_est, "EG")  # epsilon's range: declared
 
 
 @declare("policy")

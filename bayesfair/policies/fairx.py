@@ -32,7 +32,8 @@ from bayesfair.policies.base import (
     posterior_requires,
     update_counts,
 )
-from bayesfair.posteriors.base import Outcome, Posterior
+from bayesfair.policies.compose import epsilon_mixture, fair_share_rule, posterior_sampling
+from bayesfair.posteriors.base import Posterior
 
 __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState", "exact_box_argmax"]
 
@@ -46,20 +47,8 @@ def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     if not isinstance(posterior, Posterior):
         raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
     merit = resolve_merit(merit)
-
-    def init(key: jax.Array, spec: Spec) -> Any:
-        return posterior.init(spec.n_arms)
-
-    def select(key: jax.Array, state: Any, obs: Observation):
-        k_mu, k_arm = jax.random.split(key)
-        mu = posterior.sample(k_mu, state)
-        probs = fair_policy(merit, mu)
-        return _random.categorical(k_arm, probs), probs, {"mu": mu}
-
-    def update(state: Any, obs: Observation, action: jax.Array, reward: jax.Array) -> Any:
-        return posterior.update(state, Outcome(reward, arm=action))
-
-    return Policy(init, select, update, "FairX-TS", requires=posterior_requires(posterior, "FairX-TS"))
+    return posterior_sampling(posterior, fair_share_rule(merit), "FairX-TS",
+                              requires=posterior_requires(posterior, "FairX-TS"))
 
 
 def theorem_w0(horizon: int, n_arms: int, delta: float) -> float:
@@ -277,19 +266,5 @@ def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0
     ``mu_hat`` is the empirical mean; arms never pulled use ``initial_estimate``.
     """
     merit = resolve_merit(merit)
-    eps = float(epsilon)  # range checked by the declaration
     init_est = finite_float("initial_estimate", initial_estimate)
-
-    def init(key: jax.Array, spec: Spec) -> CountState:
-        return init_counts(spec.n_arms)
-
-    def select(key: jax.Array, state: CountState, obs: Observation):
-        mu_hat = empirical_mean(state, init_est)
-        k = mu_hat.shape[0]
-        probs = eps / k + (1.0 - eps) * fair_policy(merit, mu_hat)
-        return _random.categorical(key, probs), probs, {"mu": mu_hat}
-
-    def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
-        return update_counts(state, action, reward)
-
-    return Policy(init, select, update, "FairX-EG")
+    return epsilon_mixture(fair_share_rule(merit), epsilon, init_est, "FairX-EG")  # epsilon's range: declared

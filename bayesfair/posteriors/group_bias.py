@@ -74,6 +74,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._validate import finite_array, positive_float
+from bayesfair.core.declare import python_only
 from bayesfair.posteriors._group_bias_algebra import (
     CollapsedState,
     GroupBiasDraw,
@@ -220,6 +221,8 @@ def _prior(layout: GroupBiasLayout, tau: float, s: float, m0: np.ndarray, v0: fl
     return lam0, eta0
 
 
+@python_only("posterior", "its layout (arm groups, features, reference group) comes from the environment; "
+                          "configs name the group_fair_ts policy, which builds it")
 def group_bias_posterior(
     group_of_arm: Any,
     n_features: int,

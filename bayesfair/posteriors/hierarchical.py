@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from bayesfair.core._validate import arm_groups, finite_float
+from bayesfair.core.declare import python_only
 from bayesfair.posteriors.base import Posterior
 from bayesfair.posteriors.mcmc import arm_buffer, arm_counts, mcmc_posterior
 
@@ -136,6 +137,8 @@ def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, cent
     return priors
 
 
+@python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
+                          "object (docs/mcmc.md)")
 def hierarchical_logit_normal(
     group_of_arm: Any,
     *,

@@ -61,6 +61,7 @@ import numpy as np
 from jax import lax
 
 from bayesfair.core._validate import finite_float, positive_int
+from bayesfair.core.declare import python_only
 from bayesfair.core.merit import Merit, resolve_merit
 from bayesfair.posteriors._mcmc_history import (
     ArmBuffer,
@@ -334,6 +335,7 @@ def _settings_params(cfg: NUTSSettings) -> dict[str, Any]:
     return {f"mcmc_{k}": v for k, v in asdict(cfg).items()}
 
 
+@python_only("posterior", "it takes a NumPyro model function")
 def mcmc_posterior(
     model: Callable,
     *,
@@ -405,6 +407,8 @@ def mcmc_posterior(
 # --------------------------------------------------------------------------- Beta-Bernoulli via MCMC
 
 
+@python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
+                          "object (docs/mcmc.md)")
 def mcmc_beta_bernoulli(a0: float = 1.0, b0: float = 1.0, *, capacity: int | None = None,
                         **settings: Any) -> Posterior:
     """The Beta-Bernoulli model run through the MCMC fallback (for validating the fallback).
@@ -476,6 +480,8 @@ def logistic_merit(merit: Merit) -> Merit:
     )
 
 
+@python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
+                          "object (docs/mcmc.md)")
 def logistic_linear_mcmc(prior_mean: float = 0.0, prior_var: float = 1.0, *, capacity: int = 2048,
                          **settings: Any) -> LinearPosterior:
     """Bayesian logistic regression for binary rewards, refreshed by NUTS (the MCMC fallback).

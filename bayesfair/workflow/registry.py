@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from bayesfair.core.declare import (  # noqa: F401 (the declaration API, re-expo
     _ENTRIES,
     _PACKAGES,
     _PLURAL,
+    _PYTHON_ONLY,
     _REQUIRED,
     _RETURNS,
     EXAMPLE_ENV,
@@ -144,6 +146,8 @@ def get(kind: str, name: str, *, path: str = "") -> Entry:
         raise ConfigError(path, f"expected the name of a {kind} (a string), got {name!r}")
     if name in _ENTRIES[kind]:
         return _ENTRIES[kind][name]
+    if name in _PYTHON_ONLY[kind]:
+        raise ConfigError(path, f"{kind} {name!r} is available from Python only: {_PYTHON_ONLY[kind][name][1]}")
     if ":" in name:
         return _declared_at(kind, name, path)
     known = list(_ENTRIES[kind])
@@ -167,6 +171,11 @@ def table() -> list[dict[str, Any]]:
             params = ", ".join(p.describe() for p in e.params()) if ok else ""
             rows.append({"kind": kind, "name": e.name, "target": e.path, "available": ok, "reason": reason,
                          "params": params, "doc": e.summary() if ok else ""})
+        for name, (fn, reason) in _PYTHON_ONLY[kind].items():
+            doc = (inspect.getdoc(fn) or "").strip().splitlines()
+            rows.append({"kind": kind, "name": name, "target": f"{fn.__module__}:{fn.__qualname__}", "available": True,
+                         "reason": "", "params": "", "doc": f"{doc[0] if doc else ''} (Python only: {reason})",
+                         "python_only": reason})
         for module, err in unavailable(kind).items():
             rows.append({"kind": kind, "name": f"{module}.*", "target": module, "available": False,
                          "reason": err, "params": "", "doc": ""})
