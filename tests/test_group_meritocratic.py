@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import bayesfair as bf  # noqa: F401  (before jax use: device setup)
+import bayesfair as bf  # before jax use: device setup
 from bayesfair.core.types import Observation
 from bayesfair.environments import group_meritocratic as gm
 from bayesfair.policies import abbasi_yadkori_beta
@@ -168,7 +168,7 @@ def section6_runs():
     horizon, runs = 500, 12
     pols = {"Fair-Greedy": gp.fair_greedy(horizon),
             "OFUL": gp.oful(noise_sd=2.0, theta_bound=_theta_norm(env)),
-            "Uniform Random": gp.uniform()}
+            "Uniform Random": bf.uniform()}
     return bf.simulate(6, env, pols, horizon, runs, merit=MERIT, checkpoints=[250, 500], chunk_size=500)
 
 
@@ -287,7 +287,7 @@ def test_selection_rate_and_multigroup_parity():
     env = gm.gmf_multigroup(8, [0.55, 0.3, 0.1, 0.05])
     horizon, runs = 200, 8
     pols = {"Fair-Greedy": gp.fair_greedy_multigroup(horizon), "Greedy": gp.greedy(),
-            "Uniform Random": gp.uniform()}
+            "Uniform Random": bf.uniform()}
     ds = bf.simulate(9, env, pols, horizon, runs, merit=MERIT, checkpoints=[horizon], chunk_size=horizon)
     rate = gm.selection_rate(ds)  # [policy, run, group]
     np.testing.assert_allclose(rate.sel(policy="Uniform Random").values, 1 / 8, rtol=1e-5)

@@ -151,14 +151,13 @@ def test_gmf_theta_rows_are_played_in_run_r():
     """Per-run mu*: contexts, rewards, the standard and the fair regret (each run's own group CDFs)
     equal those of the environment fixed at that run's mu*; group_weights [runs, G, m] is the same."""
     from bayesfair.environments import group_meritocratic as gm
-    from bayesfair.policies import group_meritocratic as gp
 
     rng = np.random.default_rng(7)
     runs = 3
     w = rng.uniform(0.0, 9.0, (runs, 4, 4))
     w[:, 1, 1:] = 0.0  # group 1 with one weight, as in the paper's (8, 0, 0, 0)
     theta = np.concatenate([w.reshape(runs, -1), np.ones((runs, 1))], axis=1)
-    pols = {"U": gp.uniform()}
+    pols = {"U": bf.uniform()}
     merit = bf.merit.exponential(1.0)
     env = gm.gmf_synthetic(theta=theta)
     ds = _same_as_fixed_rows(env, lambda r: gm.gmf_synthetic(theta=theta[r]), pols, runs, merit=merit)

@@ -241,7 +241,7 @@ def gmf_section6():
     env = gm.gmf_synthetic()
     pols = {"Fair-Greedy": gp.fair_greedy(GM_T),
             "OFUL": gp.oful(noise_sd=env.config["noise_sd"], theta_bound=float(np.linalg.norm(env.config["theta"]))),
-            "Uniform Random": gp.uniform()}
+            "Uniform Random": bf.uniform()}
     return bf.simulate(6, env, pols, GM_T, GM_R, merit=bf.merit.exponential(1.0), checkpoints=[GM_T])
 
 

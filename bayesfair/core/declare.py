@@ -537,7 +537,8 @@ def set_callable_describer(fn: Callable[[Any], Any]) -> None:
 
 def _config_of(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
     """A policy's recorded config from its bound arguments: merits by their description,
-    posteriors by name with their parameters, objects without a JSON form left to the constructor."""
+    posteriors as a nested table ``{"name": family, **hyper-parameters}`` (so their names cannot
+    collide with the policy's own), objects without a JSON form left to the constructor."""
     out: dict[str, Any] = {"algorithm": name}
     for arg, value in arguments.items():
         if arg in hidden:
@@ -547,8 +548,7 @@ def _config_of(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...])
         elif callable(value) and not hasattr(value, "init"):  # a merit given as a plain function
             out[arg] = _describe_callable(value)
         elif hasattr(value, "params") and isinstance(getattr(value, "name", None), str):  # a posterior
-            out[arg] = value.name
-            out.update(value.params)
+            out[arg] = {"name": value.name, **{k: _config_value(v) for k, v in value.params.items()}}
         elif value is None or isinstance(value, (bool, int, float, str, tuple, list)) or hasattr(value, "tolist"):
             out[arg] = _config_value(value)
     return out

@@ -504,8 +504,8 @@ def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
     beta = _check_floors(groups_beta)
     merit = _check_merit(merit)
     posterior = _check_posterior(posterior)
-    cfg = {"algorithm": "bf_ts", "groups_beta": beta.tolist(), "posterior": posterior.name, **posterior.params,
-           "merit": merit.describe()}
+    cfg = {"algorithm": "bf_ts", "groups_beta": beta.tolist(),
+           "posterior": {"name": posterior.name, **posterior.params}, "merit": merit.describe()}
     return _build(
         name="BF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
         requires=posterior_requires(posterior, "BF-TS"),
@@ -551,7 +551,8 @@ def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
     """
     beta = _check_floors(groups_beta)
     posterior = _check_posterior(posterior)
-    cfg = {"algorithm": "gef_ts", "groups_beta": beta.tolist(), "posterior": posterior.name, **posterior.params}
+    cfg = {"algorithm": "gef_ts", "groups_beta": beta.tolist(),
+           "posterior": {"name": posterior.name, **posterior.params}}
     return _build(name="GEF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
                   requires=posterior_requires(posterior, "GEF-TS"),
                   within_rule=_within_argmax, init_stats=posterior.init, update_stats=posterior.update)
