@@ -152,7 +152,7 @@ from bayesfair.posteriors import (  # noqa: E402
     normal_known_variance,
 )
 from bayesfair.simulation.results import ResultsFileError, read_results, tidy, write_results  # noqa: E402
-from bayesfair.simulation.simulator import SimulationError, checkpoint_grid, simulate  # noqa: E402
+from bayesfair.simulation.simulator import SimulationError, StudyMemoryError, checkpoint_grid, simulate  # noqa: E402
 from bayesfair.workflow.outputs import OutputError  # noqa: E402
 
 __all__ = [
@@ -219,6 +219,7 @@ __all__ = [
     "IncompatibleError",
     "OutputError",
     "SimulationError",
+    "StudyMemoryError",
     "write_results",
     "tidy",
 ]
