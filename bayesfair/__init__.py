@@ -8,10 +8,13 @@ posteriors and environments, and the subpackages as namespaces (``bf.policies``,
 
 On import, if JAX's backend is not yet initialized (no JAX operation has run), the host CPU is
 exposed as one XLA device per core (the simulator shards independent runs over them); importing
-JAX itself first is fine. Set ``BAYESFAIR_HOST_DEVICES=1`` to opt out; a device count the user
-chose (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or JAX's ``jax_num_cpu_devices``)
-wins. If the backend already runs with fewer CPU devices than cores, the import warns (the
-simulator then uses fewer cores: ~1.7x slower on 2 cores).
+JAX itself first is fine. Set ``BAYESFAIR_HOST_DEVICES=N`` for N devices (``1`` to opt out): at
+most one per core, a larger N is capped with a warning, and a value that is not a positive integer
+is ignored with a warning. A device count the user chose through JAX
+(``XLA_FLAGS=--xla_force_host_platform_device_count=N``, ``JAX_NUM_CPU_DEVICES=N`` or
+``jax_num_cpu_devices``), or :func:`set_host_devices`, wins and is not capped: that is how to force
+more devices than cores. If the backend already runs with fewer CPU devices than cores, the import
+warns (the simulator then uses fewer cores: ~1.7x slower on 2 cores).
 """
 
 import operator as _operator
@@ -44,15 +47,30 @@ def set_host_devices(n: int) -> bool:
 
 
 def _host_devices_wanted() -> int:
+    """The CPU devices to expose: ``BAYESFAIR_HOST_DEVICES``, at most one per core; one per core
+    when it is unset or not a positive integer (a warning: the setting changes only the speed, never
+    the numbers, so a typo in it should not make ``import bayesfair`` fail in every script, notebook
+    and Dask worker of the environment)."""
+    cores = _os.cpu_count() or 1
     raw = _os.environ.get("BAYESFAIR_HOST_DEVICES")
     if raw is None:
-        return _os.cpu_count() or 1
+        return cores
     try:
         n = int(raw)
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"BAYESFAIR_HOST_DEVICES must be a positive integer (CPU devices to expose), got {raw!r}")
+        _warnings.warn(f"BAYESFAIR_HOST_DEVICES must be a positive integer (CPU devices to expose), got {raw!r}: "
+                       f"using one device per core ({cores}); set it to a count from 1 to {cores}, or unset it",
+                       RuntimeWarning, stacklevel=3)
+        return cores
+    if n > cores:
+        _warnings.warn(f"BAYESFAIR_HOST_DEVICES={n} is more than this machine's {cores} cores: using {cores} (more "
+                       "devices than cores run no faster and each costs memory and start-up time). To force "
+                       f"{n}, set JAX's own JAX_NUM_CPU_DEVICES={n} (bayesfair leaves it as it is) or call "
+                       f"bayesfair.set_host_devices({n}) before the first JAX operation",
+                       RuntimeWarning, stacklevel=3)
+        return cores
     return n
 
 
@@ -115,7 +133,12 @@ from bayesfair.posteriors import (  # noqa: E402
     normal_known_variance,
 )
 from bayesfair.simulation.results import ResultsFileError, read_results, tidy, write_results  # noqa: E402
-from bayesfair.simulation.simulator import SimulationError, checkpoint_grid, simulate  # noqa: E402
+from bayesfair.simulation.simulator import (  # noqa: E402
+    SimulationError,
+    StudyMemoryError,
+    checkpoint_grid,
+    simulate,
+)
 from bayesfair.workflow.config import load_config  # noqa: E402
 from bayesfair.workflow.persist import load_policy, save_policy  # noqa: E402
 
@@ -135,6 +158,7 @@ __all__ = [
     "ConfigError",
     "IncompatibleError",
     "SimulationError",
+    "StudyMemoryError",
     "ResultsFileError",
     # building blocks
     "Policy",

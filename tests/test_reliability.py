@@ -581,3 +581,287 @@ def test_signal_watcher_never_reads_a_reused_descriptor(monkeypatch):
     finally:
         os.close(a)
         os.close(b)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. studies that cannot fit in memory are refused up front; long names; clear messages for raw
+#    library errors (each case a reproduction of the reliability issue)
+
+GIB = 2**30
+
+
+def _available(monkeypatch, n_bytes):
+    """Pretend this machine has ``n_bytes`` available (the check reads it when it runs)."""
+    from bayesfair.core import _memory
+
+    monkeypatch.setattr(_memory, "available_memory", lambda: _memory.Available(n_bytes, "available (test)"))
+    monkeypatch.delenv("BAYESFAIR_NO_MEMORY_CHECK", raising=False)
+
+
+def _tree_bytes(tree):
+    return sum((jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x).nbytes
+               for x in jax.tree.leaves(tree))
+
+
+def test_the_memory_estimate_is_within_a_factor_two_of_the_arrays_a_small_study_makes():
+    from bayesfair.simulation import simulator as sim
+    from bayesfair.simulation.metric_parts import default_metrics
+
+    env = bf.bernoulli_arms([0.2, 0.5, 0.8, 0.4, 0.6], groups=[0, 0, 1, 1, 1])
+    m = bf.merit.exponential(4.0)
+    pols = {"TS": bf.fairx_ts(bf.beta_bernoulli(), m), "U": bf.ucb1()}
+    runs, horizon, chunk, floors = 32, 300, 64, [0.2, 0.3]
+    grid = sim.checkpoint_grid(horizon, 20)
+    metrics = default_metrics(m, sim.resolve_floors(floors, 2))
+    est = sim.estimate_memory(env, pols, horizon, runs, metrics=metrics, checkpoints=grid.size)
+    # the arrays themselves: every policy's run state and a chunk's checkpoint buffer, then the results
+    keys = [jax.random.split(k, runs) for k in jax.random.split(jax.random.key(0))]
+    carries, buffers = [], []
+    for pol in pols.values():
+        _, chunk_fn, _, carry = sim._prepare(env, pol, metrics, runs, chunk, 1, *keys, False)
+        _, buf = chunk_fn(carry, *sim._chunk_args(chunk))
+        carries.append(_tree_bytes(carry))
+        buffers.append(_tree_bytes(buf))
+    ds = bf.simulate(0, env, pols, horizon, runs, merit=m, floors=floors, checkpoints=grid, chunk_size=chunk)
+    values = sum(v.nbytes for v in ds.data_vars.values() if v.dims[:3] == ("policy", "run", "checkpoint"))
+    terms = dict((label, n) for label, n, _ in est.run_terms)
+    assert 0.5 <= terms["run state"] / (2 * max(carries)) <= 2
+    assert 0.5 <= terms["checkpoint buffers"] / (3 * max(buffers)) <= 2
+    assert 0.5 <= terms["checkpoint values"] / values <= 2
+    assert 0.5 <= dict((label, n) for label, n, _ in est.result_terms)["results Dataset"] / ds.nbytes <= 2
+    measured = max(2 * max(carries) + 3 * max(buffers) + values, values + ds.nbytes)
+    assert 0.5 <= est.peak / measured <= 2, (est, measured)
+    assert est.per_run["policy state"] > 0 and est.per_run["metrics"] > 0
+
+
+def test_a_study_that_cannot_fit_in_memory_is_refused_before_anything_of_its_size_is_made(tmp_path, capsys,
+                                                                                         monkeypatch):
+    from bayesfair.simulation import metric_parts
+    from bayesfair.simulation.simulator import StudyMemoryError
+    from bayesfair.workflow.config import load_config
+    from bayesfair.workflow.registry import ConfigError
+
+    cfg = _config(tmp_path, TINY.replace("runs = 2", "runs = 5000"))
+    _available(monkeypatch, 2**20)
+
+    def never(*args):
+        raise AssertionError("the merit check drew every run's means before the memory check")
+
+    monkeypatch.setattr(metric_parts.FairXRegrets, "check", never)
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert exc.value.path == "runs"
+    text = str(exc.value)
+    assert "the study 'tiny' needs about" in text and "more than the 1.0 MiB available (test)" in text
+    assert "checkpoint buffers" in text and "5,000 runs x 64 slots" in text and "BAYESFAIR_NO_MEMORY_CHECK=1" in text
+    assert _simulate(cfg, "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayesfair: config error: runs: the study 'tiny' needs about") and "Traceback" not in err
+    # simulate() refuses before it compiles: a StudyMemoryError, both a SimulationError and a MemoryError
+    env = bf.bernoulli_arms([0.2, 0.5, 0.8])
+    with pytest.raises(StudyMemoryError, match=r"the study needs about .* more than the 1\.0 MiB") as info:
+        bf.simulate(0, env, {"EG": bf.fairx_eg(bf.merit.exponential(4.0), epsilon=0.1)}, 40, 5000)
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, SimulationError)
+    assert info.value.estimate.peak > info.value.available == 2**20
+    monkeypatch.setattr(metric_parts.FairXRegrets, "check", lambda *args: None)
+    monkeypatch.setenv("BAYESFAIR_NO_MEMORY_CHECK", "1")  # the documented way past the estimate
+    assert _simulate(cfg, "--dry-run") == 0
+    assert "memory about" in capsys.readouterr().out
+
+
+# each reproduction, in a 6 GiB machine: OOM-killed during --dry-run (100,000 x 10,000 arms), 12 s
+# into the run (10,000 runs x 1,000 features), MemoryError 34-37 s in after --dry-run said OK
+_HUGE = {
+    "runs-x-arms": ("runs = 100000\nhorizon = 1000", 'name = "bernoulli_arms"\nmeans = {low = 0.1, high = 0.9}\n'
+                    'n_arms = 10000', 'name = "fairx_ts"\nposterior = "beta_bernoulli"', "checkpoint buffers"),
+    "runs-x-features": ("runs = 10000\nhorizon = 1000", 'name = "linear_bandit"\nn_arms = 10\nn_features = 1000',
+                        'name = "lints"\nposterior = "linear_known_variance"', "run state"),
+    "1e7-runs-x-89-checkpoints": ("runs = 10000000\nhorizon = 100000\ncheckpoints = 89", None, None,
+                                  "checkpoint values"),
+    "every-round-checkpoints": ("runs = 20000\nhorizon = 1000000\ncheckpoints = 2000000", None, None,
+                                "results Dataset"),
+}
+
+
+@pytest.mark.parametrize("case", list(_HUGE), ids=list(_HUGE))
+def test_the_configs_that_ran_out_of_memory_are_refused_by_dry_run(tmp_path, capsys, monkeypatch, case):
+    sizes, env, policy, term = _HUGE[case]
+    sized = ("runs =", "horizon =", "checkpoints =")
+    text = "\n".join(line for line in TINY.splitlines() if not line.startswith(sized))
+    text = text.replace('name = "tiny"', f'name = "tiny"\n{sizes}', 1)
+    if env is not None:
+        text = text.replace('name = "bernoulli_arms"\nmeans = [0.2, 0.5, 0.8]', env)
+        text = text.replace('name = "fairx_eg"\nepsilon = 0.1', policy)
+        text = text.replace("c = 4.0", "c = 1.0\ndomain = [-50, 50]")
+    _available(monkeypatch, 6 * GIB)
+    assert _simulate(_config(tmp_path, text), "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "config error: runs: the study 'tiny' needs about" in err and "6.0 GiB available (test)" in err
+    assert f"; {term} " in err or f": {term} " in err, err
+
+
+def test_the_merit_check_draws_the_runs_means_block_by_block(monkeypatch):
+    """A dry run checks every run's arm means against the merit's domain; all R x K of them at once
+    was the allocation that got `--dry-run` OOM-killed. In blocks the message stays the same."""
+    import resource
+
+    from bayesfair.core.compat import check_merit_domain
+    from bayesfair.environments import base
+    from bayesfair.environments.base import run_means
+    from bayesfair.simulation.metric_parts import FairXRegrets
+
+    env = bf.gaussian_arms(bf.UniformMeans(0.0, 1.2, n_arms=7))
+    merit = bf.merit.exponential(4.0)  # domain [0, 1]: some means are outside
+    with pytest.raises(IncompatibleError) as whole:
+        check_merit_domain(merit, run_means(env, 5, 50), env.name)
+    monkeypatch.setattr(base, "BLOCK_ELEMENTS", 7 * 8)  # blocks of 8 runs, the last one padded
+    blocks = list(base.run_means_blocks(env, 5, 50, base.BLOCK_ELEMENTS))
+    assert [b.shape for _, b in blocks] == [(8, 7)] * 6 + [(2, 7)]
+    np.testing.assert_array_equal(np.concatenate([b for _, b in blocks]), run_means(env, 5, 50))
+    with pytest.raises(IncompatibleError) as blocked:
+        FairXRegrets(merit).check(env, 5, 50)
+    assert str(blocked.value) == str(whole.value)
+    monkeypatch.undo()
+    # 100,000 runs x 1,000 arms under 1 GiB of address space to spare: drawn at once, XLA needed 1.2 GB
+    big = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=1000))
+    FairXRegrets(merit).check(big, 0, 1000)  # compiled before the cap
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    size = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (size + GIB if soft == resource.RLIM_INFINITY else min(soft, size + GIB),
+                                            hard))
+    try:
+        FairXRegrets(merit).check(big, 0, 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def test_a_sweep_on_a_local_cluster_counts_its_points_running_at_once(tmp_path, monkeypatch):
+    from bayesfair.workflow.config import load_config
+    from bayesfair.workflow.registry import ConfigError
+
+    cfg = _config(tmp_path, TINY + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2, 0.3]\n', "sw.toml")
+    sweep = load_config(cfg)
+    one = max(p.memory_estimate(resumable=False).peak for p in sweep.points)
+    _available(monkeypatch, int(1.5 * one))
+    sweep.check_memory(concurrent=1)
+    with pytest.raises(ConfigError, match=r"runs: the sweep 'tiny' \(2 points at once, one per Dask worker; .*\) "
+                                          r"needs about .*; or use fewer --workers"):
+        sweep.check_memory(concurrent=2)
+    assert _simulate(cfg, "--dry-run", "--dask", "--workers", "2") == 2
+
+
+def _name_limit(folder):
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+@pytest.mark.parametrize("extra", [15, 35])  # with a 255-byte limit: 240 and 260 characters
+def test_a_study_name_too_long_for_the_file_system_is_refused_by_dry_run(tmp_path, capsys, extra):
+    """A 240-character name passed --dry-run and the pre-flight, ran, then failed at the first save
+    (the temp file's name was too long: the work was lost); 260 failed at the start of the run."""
+    limit = _name_limit(tmp_path)
+    longest = limit - 30  # '.<name>.log.parquet.XXXXXXXX.parquet': 30 bytes besides the name
+    name = "a" * (longest + extra)
+    assert _simulate(_config(tmp_path), "--dry-run", "--set", f"name={name}", "--out", tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bayesfair: config error: name: {len(name)} bytes are too long") and "Traceback" not in err
+    assert "'.<name>.log.parquet.XXXXXXXX.parquet'" in err and f"at most {longest} characters" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_longest_study_name_that_fits_writes_every_file(tmp_path, capsys):
+    name = "b" * (_name_limit(tmp_path) - 30)
+    out = tmp_path / "out"
+    assert _simulate(_config(tmp_path), "--set", f"name={name}", "--out", out, "--log", "-q") == 0
+    assert cli.main(["report", str(out)]) == 0
+    written = sorted(p.name[len(name):] for p in out.iterdir())
+    assert written == [".exposure.png", ".log.csv", ".nc", ".regret.png", ".report.csv", ".report.html",
+                       ".report.md"], written
+
+
+def test_write_results_and_tidy_name_the_object_and_the_fix(tmp_path):
+    ds = bf.simulate(0, bf.bernoulli_arms([0.2, 0.8]), {"U": bf.uniform()}, 10, 2, merit=bf.merit.exponential(1.0))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(NotADirectoryError, match=rf"cannot write {blocker}/x\.nc: {blocker} is a file, not a folder"):
+        bf.write_results(ds, blocker / "x.nc")
+    (tmp_path / "res.nc").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"res\.nc: it is a folder; give a file path \(e\.g\. .*nc/res\.nc"):
+        bf.write_results(ds, tmp_path / "res.nc")
+    assert os.listdir(tmp_path / "res.nc") == [] and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+    for fn in (lambda x: bf.write_results(x, tmp_path / "d.nc"), bf.tidy):
+        with pytest.raises(TypeError, match=r"expected an xarray\.Dataset of results .*got a dict \(\{'fairness_"):
+            fn({"fairness_regret": [1.0]})
+    with pytest.raises(ValueError, match=r"tidy: the Dataset has no scalar metric .*its variables: mean"):
+        bf.tidy(ds[["mean"]])
+
+
+def test_tidy_of_sweep_results_has_a_column_per_swept_key(tmp_path):
+    from bayesfair.workflow.config import load_config
+
+    text = TINY + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.3]\n"runs" = [2, 3]\n'
+    sw = load_config(_config(tmp_path, text, "sw.toml"))
+    ds = sw.run()
+    df = bf.tidy(ds)
+    assert list(df.columns[:5]) == ["policies.EG.epsilon", "runs", "policy", "run", "checkpoint"]
+    assert "fairness_regret" in df.columns and df["fairness_regret"].notna().all()
+    # the runs = 2 points have no run 2 (NaN padding): their rows are left out
+    assert len(df) == 2 * (2 + 3) * 3
+    one = bf.tidy(sw.points[0].run())
+    point = df[(df["policies.EG.epsilon"] == 0.1) & (df["runs"] == 2)].drop(columns=["policies.EG.epsilon", "runs"])
+    np.testing.assert_array_equal(point["fairness_regret"].values, one["fairness_regret"].values)
+
+
+def test_a_config_with_a_byte_order_mark_is_named(tmp_path, capsys):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + TINY.encode())
+    assert _simulate(path, "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "starts with a UTF-8 byte-order mark (BOM" in err and "without a BOM" in err and "Invalid" not in err
+
+
+@pytest.mark.parametrize(("address", "why"), [
+    ("not an address", "not of the form [tcp://]HOST:PORT"), ("127.0.0.1", "not of the form"),
+    ("tcp://127.0.0.1:99999", "port 99999 is outside 1-65535"), ("http://host:8786", "'http' is not a Dask protocol"),
+])
+def test_a_scheduler_address_of_the_wrong_form_is_refused_at_once(tmp_path, capsys, address, why):
+    cfg = _config(tmp_path, TINY + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2]\n', "sw.toml")
+    assert _simulate(cfg, "--scheduler", address) == 2
+    err = capsys.readouterr().err
+    assert f"--scheduler {address!r} is not a Dask scheduler address: it" in err or why in err
+    assert why in err and "tcp://127.0.0.1:8786" in err and "Traceback" not in err
+
+
+def test_an_unreachable_scheduler_is_a_clear_error_after_the_connect_timeout(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    cfg = _config(tmp_path, TINY + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2]\n', "sw.toml")
+    assert _simulate(cfg, "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayesfair: error: no Dask scheduler answered at tcp://127.0.0.1:9 within 1 s")
+    assert "dask scheduler" in err and "--dask" in err and "Traceback" not in err
+
+
+def test_a_signal_stops_a_dask_sweep_at_once_with_one_line(tmp_path):
+    """Ctrl-C during a sweep on a LocalCluster exited 130 only once its thread workers finished their
+    points, with distributed's warnings and tracebacks; the points in flight now stop at their next
+    chunk. The points here would run for minutes (the communicate timeout is a hang guard)."""
+    pytest.importorskip("distributed")
+    text = LONG.replace("horizon = 3000000", "horizon = 300000000") + \
+        '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2]\n'
+    cfg = _config(tmp_path, text, "sweep.toml")
+    cmd = [sys.executable, "-m", "bayesfair", "simulate", str(cfg), "--out", str(tmp_path / "out"), "--dask"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    started = proc.stderr.readline()
+    while started and "sweep points on Dask" not in started:
+        started = proc.stderr.readline()
+    assert started, proc.communicate()
+    time.sleep(3)  # the points compile and start their rounds
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; continue with --resume" in err
+    assert "Traceback" not in err and "distributed" not in err and "CancelledError" not in err, err

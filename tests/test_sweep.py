@@ -133,3 +133,73 @@ def test_set_on_a_swept_key_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="'merit.c' is swept"):
         load_config(cfg, ["merit={name='exponential', c=9.0}"])
     assert len(load_config(cfg, ["runs=3"]).points) == 2  # other keys are fine
+
+
+def _failing_sweep(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('name = "sw"\nruns = 2\nhorizon = 40\nchunk_size = 16\ncheckpoints = [20, 40]\n'
+                   '[merit]\nname = "exponential"\nc = 4.0\n[environment]\nname = "bernoulli_arms"\n'
+                   'means = [0.2, 0.8]\n[policies.EG]\nname = "fairx_eg"\nepsilon = 0.1\n'
+                   '[sweep]\n"policies.EG.epsilon" = [0.1, 0.3]\n')
+    return cfg
+
+
+def _fails_at_epsilon_03(raw):
+    from bayesfair.simulation.simulator import SimulationError
+
+    if raw["policies"]["EG"]["epsilon"] == 0.3:
+        raise SimulationError("policy 'EG' (FairX-EG) produced an invalid selection distribution")
+    from bayesfair.workflow.sweep import parse_config
+
+    return parse_config(raw).run(progress=False)
+
+
+def test_a_failing_point_is_named_locally(tmp_path, capsys, monkeypatch):
+    """A failing point's error did not say which point failed."""
+    from bayesfair.workflow import cli
+    from bayesfair.workflow.study import Study
+
+    real = Study.execute
+
+    def execute(self, *args, **kw):
+        if self.config["policies"]["EG"]["epsilon"] == 0.3:
+            _fails_at_epsilon_03(self.raw)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Study, "execute", execute)
+    assert cli.main(["simulate", str(_failing_sweep(tmp_path)), "--out", str(tmp_path / "out"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bayesfair: failed: sweep point 2 of 2 (policies.EG.epsilon = 0.3): policy 'EG' (FairX-EG) "
+                          "produced an invalid selection distribution"), err
+    assert (tmp_path / "out" / "sw.points" / "sw-000.nc").exists()  # the point before it is kept
+
+
+def test_a_failing_point_is_named_on_dask(tmp_path, dask_client, monkeypatch):
+    from bayesfair.simulation.simulator import SimulationError
+    from bayesfair.workflow import sweep
+
+    monkeypatch.setattr(sweep, "run_point", _fails_at_epsilon_03)
+    sw = load_config(_failing_sweep(tmp_path))
+    with pytest.raises(SimulationError, match=r"^sweep point 2 of 2 \(policies\.EG\.epsilon = 0\.3\): policy 'EG'"):
+        sw.execute(tmp_path / "out", client=dask_client)
+    # Sweep.run (nothing written) names it too
+    from bayesfair.workflow.study import Study
+
+    real = Study.run
+    monkeypatch.setattr(Study, "run", lambda self, *a, **kw: _fails_at_epsilon_03(self.raw)
+                        if self.config["policies"]["EG"]["epsilon"] == 0.3 else real(self, *a, **kw))
+    with pytest.raises(SimulationError, match=r"^sweep point 2 of 2 \(policies\.EG\.epsilon = 0\.3\): policy 'EG'"):
+        sw.run()
+
+
+def test_a_point_error_that_cannot_be_rebuilt_gets_the_point_as_a_note():
+    from bayesfair.workflow.sweep import _point_error
+
+    class Picky(Exception):
+        def __init__(self, a, b):
+            super().__init__(f"{a}/{b}")
+
+    exc = Picky(1, 2)
+    assert _point_error(exc, "sweep point 1 of 2 (x = 1)") is exc and exc.__notes__ == ["sweep point 1 of 2 (x = 1)"]
+    cfg = _point_error(ConfigError("merit.c", "out of range"), "sweep point 2 of 2 (x = 2)")
+    assert cfg.path == "merit.c" and str(cfg) == "merit.c: out of range (in sweep point 2 of 2 (x = 2))"

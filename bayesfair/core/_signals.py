@@ -6,11 +6,37 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
-__all__ = ["Interrupts", "EXIT_INTERRUPTED", "EXIT_TERMINATED"]
+__all__ = ["Interrupts", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "StopRequested", "request_stop", "stop_requested",
+           "clear_stop"]
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM (shell convention)
+
+# Set by the first signal (and by a sweep that stops its Dask points): simulations running in other
+# threads of the process (a LocalCluster's thread workers), which no signal handler reaches, stop
+# at their next chunk (bayesfair.simulation.simulator raises StopRequested there).
+_STOP = threading.Event()
+
+
+class StopRequested(Exception):
+    """The process was told to stop (SIGINT/SIGTERM) while a simulation ran in a thread other than
+    the main one: it stopped at its next chunk."""
+
+
+def request_stop() -> None:
+    """Tell simulations running in other threads to stop at their next chunk."""
+    _STOP.set()
+
+
+def stop_requested() -> bool:
+    """Whether :func:`request_stop` was called (since the last :func:`clear_stop`)."""
+    return _STOP.is_set()
+
+
+def clear_stop() -> None:
+    _STOP.clear()
 
 
 class Interrupts:
@@ -32,6 +58,7 @@ class Interrupts:
         self.old_wakeup = -1
 
     def install(self) -> None:
+        clear_stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 current = signal.getsignal(sig)
@@ -83,6 +110,7 @@ class Interrupts:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.signum = signum
+        request_stop()
         for sig in self.previous:
             signal.signal(sig, signal.SIG_DFL)
         name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
@@ -92,6 +120,7 @@ class Interrupts:
         raise KeyboardInterrupt
 
     def restore(self) -> None:
+        clear_stop()
         if self.signum is not None:  # interrupted: keep the default handlers, a second signal ends the process
             self.previous.clear()
         for sig, handler in self.previous.items():

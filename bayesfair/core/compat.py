@@ -23,12 +23,13 @@ domain (the interval on which its constants gamma and L hold, FairX Conditions 3
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 __all__ = ["REWARD_KINDS", "IncompatibleError", "reward_kind", "bounded_requires",
-           "check_policy_fits", "check_merit_domain"]
+           "check_policy_fits", "check_merit_domain", "check_merit_domain_blocks"]
 
 REWARD_KINDS = ("binary", "bounded", "real")
 _DESCRIBE = {"binary": "binary rewards (0 or 1)", "bounded": "bounded rewards", "real": "unbounded real rewards"}
@@ -106,18 +107,36 @@ def check_merit_domain(merit: Any, means: Any, env_name: str, what: str = "the s
 
     ``means`` is ``[R, K]`` (or ``[K]``): the arm means of every run, as the environment drew them.
     """
-    mu = np.atleast_2d(np.asarray(means, np.float64))
+    check_merit_domain_blocks(merit, [(0, means)], env_name, what)
+
+
+def check_merit_domain_blocks(merit: Any, blocks: Iterable[tuple[int, Any]], env_name: str,
+                              what: str = "the study's merit") -> None:
+    """:func:`check_merit_domain` over ``(first run, [B, K] means)`` blocks in run order (the same
+    message as for the whole ``[R, K]`` array, from O(block) memory)."""
     lo, hi = merit.domain
-    if not np.all(np.isfinite(mu)):
-        run, arm = np.argwhere(~np.isfinite(mu))[0]
-        raise IncompatibleError(f"environment {env_name}: arm {arm} of run {run} has a non-finite mean {mu[run, arm]}")
-    outside = (mu < lo) | (mu > hi)
-    if outside.any():
-        run, arm = np.argwhere(outside)[0]
-        raise IncompatibleError(
-            f"environment {env_name}: arm {arm} has mean {mu[run, arm]:g} (run {run}), outside the domain "
-            f"[{lo:g}, {hi:g}] of {what} {merit.name} ({int(outside.sum())} of {mu.size} run-arm means are "
-            f"outside; they range over [{mu.min():g}, {mu.max():g}]). The merit's constants (minimum merit "
-            "gamma, Lipschitz L; FairX Conditions 3.1.2-3.1.3) hold on its domain only: rescale the means, or "
-            f"give the merit a domain that holds them (e.g. [merit] domain = [{np.floor(mu.min()):g}, "
-            f"{np.ceil(mu.max()):g}])")
+    first_out, n_out, size, low, high = None, 0, 0, np.inf, -np.inf
+    for start, block in blocks:
+        mu = np.atleast_2d(np.asarray(block, np.float64))
+        if not np.all(np.isfinite(mu)):
+            run, arm = np.argwhere(~np.isfinite(mu))[0]
+            raise IncompatibleError(f"environment {env_name}: arm {arm} of run {start + run} has a non-finite mean "
+                                    f"{mu[run, arm]}")
+        outside = (mu < lo) | (mu > hi)
+        if outside.any():
+            if first_out is None:
+                run, arm = np.argwhere(outside)[0]
+                first_out = (start + int(run), int(arm), float(mu[run, arm]))
+            n_out += int(outside.sum())
+        size += mu.size
+        low, high = min(low, float(mu.min())), max(high, float(mu.max()))
+    if first_out is None:
+        return
+    run, arm, value = first_out
+    raise IncompatibleError(
+        f"environment {env_name}: arm {arm} has mean {value:g} (run {run}), outside the domain "
+        f"[{lo:g}, {hi:g}] of {what} {merit.name} ({n_out} of {size} run-arm means are "
+        f"outside; they range over [{low:g}, {high:g}]). The merit's constants (minimum merit "
+        "gamma, Lipschitz L; FairX Conditions 3.1.2-3.1.3) hold on its domain only: rescale the means, or "
+        f"give the merit a domain that holds them (e.g. [merit] domain = [{np.floor(low):g}, "
+        f"{np.ceil(high):g}])")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -14,7 +14,7 @@ from bayesfair.core._validate import as_key
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Round, Spec
 
-__all__ = ["Environment", "reset_run", "check_instances", "run_means"]
+__all__ = ["Environment", "reset_run", "check_instances", "run_means", "run_means_blocks"]
 
 _MEANS_FNS = TraceCache(maxsize=16)  # jitted per-run arm means of recent environments, see run_means
 
@@ -85,8 +85,34 @@ def run_means(env: Environment, key: Any, runs: int) -> np.ndarray:
     k_env, _ = jax.random.split(as_key(key))
     env_keys = jax.random.split(k_env, runs)
     check_instances(env, runs)
+    return np.asarray(_means_fn(env)(env_keys, jnp.arange(runs, dtype=jnp.int32)), np.float64)
+
+
+def _means_fn(env: Environment) -> Callable:
     # one jitted function per environment, reused by later calls (simulate's pre-flight check calls
     # this every time: rebuilding it re-traced and re-lowered it, 0.12 s of a 1.0 s BF-UCB study)
     draw, _ = _MEANS_FNS.get(("run_means", env), lambda: jax.jit(jax.vmap(
         lambda k, r: env.arm_means(reset_run(env, jax.random.split(k)[0], r)))))
-    return np.asarray(draw(env_keys, jnp.arange(runs, dtype=jnp.int32)), np.float64)
+    return draw
+
+
+#: Run means drawn at a time by :func:`run_means_blocks` (float64 elements: 128 MiB).
+BLOCK_ELEMENTS = 1 << 24
+
+
+def run_means_blocks(env: Environment, key: Any, runs: int, max_elements: int = BLOCK_ELEMENTS) -> Iterator[
+        tuple[int, np.ndarray]]:
+    """``(first run, [B, K] arm means)`` of every run in blocks of at most ``max_elements`` values,
+    the same numbers as :func:`run_means` without holding all ``R x K`` of them: a check of every
+    run's means needs O(block) memory whatever the study's size. Every block but the last has the
+    same number of runs; the last is padded to it (one compiled program) and cut back."""
+    enable_persistent_cache()
+    check_instances(env, runs)
+    k_env, _ = jax.random.split(as_key(key))
+    env_keys = jax.random.split(k_env, runs)  # R keys: 8 bytes per run
+    block = max(1, min(runs, max_elements // max(env.spec.n_arms, 1)))
+    draw = _means_fn(env)
+    for first in range(0, runs, block):
+        n = min(block, runs - first)
+        idx = np.minimum(np.arange(first, first + block), runs - 1).astype(np.int32)  # padded with the last run
+        yield first, np.asarray(draw(env_keys[idx], jnp.asarray(idx)), np.float64)[:n]

@@ -43,11 +43,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._compile import TraceCache
-from bayesfair.core.compat import check_merit_domain
+from bayesfair.core.compat import check_merit_domain_blocks
 from bayesfair.core.declare import declare, floats, strs
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.merit import Merit, fair_policy, group_fair_policy, resolve_merit
-from bayesfair.environments.base import run_means
+from bayesfair.environments.base import run_means_blocks
 from bayesfair.posteriors.mcmc import refresh_track
 from bayesfair.simulation.metrics import (
     LAST,
@@ -121,6 +121,11 @@ class Metric:
 
     def finalize(self, res: ResultContext) -> dict[str, tuple]:
         return {}
+
+    def result_bytes(self, env: Any, runs: int, n_policies: int, n_checkpoints: int) -> int:
+        """Bytes of the variables ``finalize`` adds to the results (for the study's memory estimate,
+        :func:`bayesfair.simulation.simulator.estimate_memory`)."""
+        return 0
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
@@ -209,9 +214,10 @@ class FairXRegrets(_Subset):
         })
 
     def check(self, env: Any, key: Any, runs: int) -> None:
-        """Multi-armed environments (fixed means per run): every run's means lie in the merit's domain."""
+        """Multi-armed environments (fixed means per run): every run's means lie in the merit's domain
+        (checked block by block of runs: O(block) memory, not O(R K))."""
         if env.spec.n_features == 0:
-            check_merit_domain(self.merit, run_means(env, key, runs), env.name)
+            check_merit_domain_blocks(self.merit, run_means_blocks(env, key, runs), env.name)
 
     def finalize(self, res: ResultContext) -> dict[str, tuple]:
         pi_star, within = fair_policies(self.merit, res.means, res.env.groups)
@@ -220,6 +226,9 @@ class FairXRegrets(_Subset):
             "pi_star_within": (("run", "arm"), within,
                                {"long_name": "within-group fair policy f(mu_i)/sum_{j in g(i)} f(mu_j)"}),
         }
+
+    def result_bytes(self, env: Any, runs: int, n_policies: int, n_checkpoints: int) -> int:
+        return 2 * runs * env.spec.n_arms * 8  # pi_star and pi_star_within, [R, K] float64
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "merit": self.merit.describe()}
@@ -387,6 +396,12 @@ class Floors(Metric):
         for name, arr in terms.items():
             out[name] = (("policy", "run", "checkpoint"), arr, {"long_name": long[name]})
         return out
+
+    def result_bytes(self, env: Any, runs: int, n_policies: int, n_checkpoints: int) -> int:
+        if self.merit is None or env.spec.n_features != 0:
+            return 8 * self.floors.size
+        within = runs * env.spec.n_arms * 8  # fair_policies' [R, K] float64 (pi* and the within-group policy)
+        return 8 * self.floors.size + 2 * within + 3 * n_policies * runs * n_checkpoints * 8  # the bf_regret terms
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "floors": self.floors.tolist(),

@@ -335,6 +335,10 @@ def write_results(ds, path: str | os.PathLike) -> Path:
 
     if isinstance(ds, xr.Dataset):
         ds = _stamped(ds)
+    elif not callable(getattr(ds, "to_netcdf", None)):
+        raise TypeError(f"write_results: expected an xarray.Dataset of results (from bayesfair.simulate, "
+                        f"Study.run or read_results), got {_what(ds)}; a dict of arrays becomes one with "
+                        "xarray.Dataset(...)")
     path = Path(path)
     with atomic_write(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
@@ -490,23 +494,55 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
     return ds
 
 
+def _what(obj: Any) -> str:
+    """``obj`` named for an error message: its type and, if short, its value."""
+    text = repr(obj)
+    return f"a {type(obj).__name__}" + (f" ({text})" if len(text) <= 60 else "")
+
+
 def tidy(ds):
     """One row per policy x run x checkpoint with the scalar metrics: a pandas DataFrame.
 
     Columns: ``policy, run, checkpoint`` and every scalar metric recorded, i.e. every numeric
     variable of dims ``(policy, run, checkpoint)`` (the FairX regrets only when the simulation had
     a merit; ``bf_regret`` and its parts with floors; ``fair_regret`` for Fair-Greedy studies);
-    drops straight into seaborn.
+    drops straight into seaborn. Sweep results (:mod:`bayesfair.workflow.sweep`) have one more
+    column per swept key, first; the rows a point does not have (NaN padding where points differ
+    in runs or checkpoints) are left out.
     """
-    return ds[_scalars(ds)].to_dataframe().reset_index()
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"tidy: expected an xarray.Dataset of results (from bayesfair.simulate, Study.run or "
+                        f"read_results), got {_what(ds)}")
+    sweep = _sweep_dims(ds)
+    names = _scalars(ds, sweep)
+    if not names:
+        raise ValueError(f"tidy: the Dataset has no scalar metric of dims {(*sweep, 'policy', 'run', 'checkpoint')} "
+                         f"(its variables: {_listing(ds.data_vars)}): is it bayesfair results (bayesfair.simulate, "
+                         "read_results)?")
+    df = ds[names].to_dataframe().reset_index()
+    if sweep:
+        df = df.dropna(how="all", subset=names).reset_index(drop=True)
+    return df
 
 
-def _scalars(ds) -> list[str]:
-    """The recorded scalar metrics: every numeric variable of dims ``(policy, run, checkpoint)``,
+def _sweep_dims(ds) -> tuple[str, ...]:
+    """The swept keys of sweep results (the dims before ``policy`` of their metrics), else ``()``."""
+    for da in ds.data_vars.values():
+        dims = tuple(map(str, da.dims))
+        if dims[-3:] == ("policy", "run", "checkpoint") and len(dims) > 3:
+            return dims[:-3]
+    return ()
+
+
+def _scalars(ds, sweep: tuple[str, ...] = ()) -> list[str]:
+    """The recorded scalar metrics: every numeric variable of dims ``(*sweep, policy, run, checkpoint)``,
     the FairX and conventional ones (:data:`SCALAR_METRICS`) first, then the others in the
     Dataset's order (e.g. ``bf_regret`` with floors, ``fair_regret`` of Fair-Greedy studies)."""
+    dims = (*sweep, "policy", "run", "checkpoint")
     per_checkpoint = [str(v) for v, da in ds.data_vars.items()
-                      if da.dims == ("policy", "run", "checkpoint") and np.issubdtype(da.dtype, np.number)]
+                      if da.dims == dims and np.issubdtype(da.dtype, np.number)]
     return [m for m in SCALAR_METRICS if m in per_checkpoint] + [m for m in per_checkpoint if m not in SCALAR_METRICS]
 
 

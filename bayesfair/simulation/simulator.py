@@ -26,6 +26,7 @@ Design (see docs/developer/design.md):
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -39,7 +40,7 @@ import numpy as np
 from jax import lax
 from jax.extend.core import Literal
 
-from bayesfair.core import _random
+from bayesfair.core import _random, _signals
 from bayesfair.core._compile import TraceCache, enable_persistent_cache
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.core._validate import as_key as _as_key
@@ -63,7 +64,8 @@ from bayesfair.simulation.metric_parts import (
 from bayesfair.simulation.metrics import MIN, SUM, MetricSpec, acc_value, init_acc, update_acc
 
 __all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "SimulationError", "as_key",
-           "MAX_HORIZON", "wait_interruptibly", "check_study", "run_means"]
+           "MAX_HORIZON", "wait_interruptibly", "check_study", "run_means", "estimate_memory", "check_memory",
+           "MemoryEstimate", "StudyMemoryError"]
 
 _MAX_SLOTS = 64  # checkpoints recorded per chunk call (a chunk is cut short if it would hold more)
 _NO_ROUND = np.iinfo(np.int32).max
@@ -189,6 +191,37 @@ def _probe(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
     return extra, track, _run_invariant(closed.jaxpr, state)
 
 
+_PROBES = TraceCache(maxsize=128)  # _probe's answers of recent (environment, policy) pairs (a sweep's points)
+
+
+def _probe_cached(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
+    """:func:`_probe`, reused for the same environment and policy (the memory estimate traces the
+    round a study's first chunk function traces again)."""
+    precision = jax.dtypes.canonicalize_dtype(np.float64).name
+    with _TRACE_LOCK:  # tracing is Python (numpyro's handler stack is a module global): one thread at a time
+        out, _ = _PROBES.get((env, policy, precision), lambda: _probe(env, policy))
+    return out
+
+
+def _specs(env: Environment, policy: Policy, metrics: Sequence[Metric]) -> tuple[MetricSpec, ...]:
+    """The metrics recorded for ``policy`` on ``env`` (they depend on its ``info["track"]`` and the
+    environment's ``Round.extra``)."""
+    extra_shape, track_shape, _ = _probe_cached(env, policy)
+    ctx = SpecContext(env.spec.n_arms, env.groups.n_groups, dict(extra_shape or {}), dict(track_shape or {}))
+    return collect_specs(metrics, ctx)
+
+
+def _init_run(env: Environment, policy: Policy, metrics: Sequence[Metric], specs: tuple[MetricSpec, ...],
+              env_key: jax.Array, policy_key: jax.Array, run: jax.Array) -> RunCarry:
+    """One run's initial carry (vmapped over the runs by the study's init function)."""
+    k_reset, k_env_rounds = jax.random.split(env_key)
+    k_init, k_pol_rounds = jax.random.split(policy_key)
+    params = reset_run(env, k_reset, run)
+    states = tuple(part.init() for part in metrics)
+    return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
+                    jnp.int32(_NO_ROUND))
+
+
 def _run_invariant(jaxpr: Any, state: Any) -> Any:
     """Mask (a pytree of bools) of the policy-state leaves that are the same in every run and every
     round: computed by ``init`` from constants only (not from the key) and passed through
@@ -218,18 +251,10 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
                record: bool = False):
     m = env.groups.n_groups
     static_member = jnp.asarray(np.eye(m, dtype=np.float32)[np.asarray(env.groups.labels)])
-    extra_shape, track_shape, state_mask = _probe(env, policy)
-    ctx = SpecContext(env.spec.n_arms, m, dict(extra_shape or {}), dict(track_shape or {}))
-    specs = collect_specs(metrics, ctx)
+    _, _, state_mask = _probe_cached(env, policy)
+    specs = _specs(env, policy, metrics)
     by_name = {s.name: s for s in specs}
-
-    def init_run(env_key: jax.Array, policy_key: jax.Array, run: jax.Array) -> RunCarry:
-        k_reset, k_env_rounds = jax.random.split(env_key)
-        k_init, k_pol_rounds = jax.random.split(policy_key)
-        params = reset_run(env, k_reset, run)
-        states = tuple(part.init() for part in metrics)
-        return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
-                        jnp.int32(_NO_ROUND))
+    init_run = functools.partial(_init_run, env, policy, metrics, specs)
 
     def play(c: RunCarry, t: jax.Array, with_record: bool = False):
         """One round of one run (vmapped over the runs by chunk_runs)."""
@@ -441,8 +466,10 @@ def _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_ke
     t0 = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayesfair-compile")
     try:
-        futures = [pool.submit(_prepare, env, pol, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record,
-                               True) for pol in policies.values()]
+        # each task drops its initial carry once compiled (_run_policy makes its own): kept in the futures,
+        # every policy's run state would be in memory at once
+        futures = [pool.submit(lambda pol=pol: _prepare(env, pol, metrics, runs, chunk_size, n_shards, env_keys,
+                                                        pol_keys, record, True)[:3]) for pol in policies.values()]
         for f in futures:
             while not f.done():  # poll, so that Ctrl-C and the CLI's SIGTERM handler stay responsive
                 time.sleep(0.005)
@@ -506,7 +533,11 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
     # device) before the host side of chunk i runs, so the device does not idle while the host reads
     # back, sums and saves; results, checks and saves are chunk i's, in order, as before.
     pending = None
+    in_main_thread = threading.current_thread() is threading.main_thread()
     while t0 <= horizon:
+        if not in_main_thread and _signals.stop_requested():  # a signal reaches the main thread only
+            raise _signals.StopRequested(f"policy {name or policy.name!r} stopped at round {t0:,}: the process was "
+                                         "interrupted")
         t_end = min(t0 + chunk_size - 1, horizon)
         # Cut the chunk so it holds at most _MAX_SLOTS checkpoints.
         in_chunk = grid[ci:][grid[ci:] <= t_end]
@@ -623,6 +654,160 @@ def check_study(env: Environment, policies: Mapping[str, Policy], merit: Merit |
         check_policy_fits(pol, env, name, horizon)
     for part in default_metrics(merit) if metrics is None else metrics:
         part.check(env, key, runs)
+
+
+class StudyMemoryError(SimulationError, MemoryError):
+    """A study that cannot fit in this machine's memory, refused before it compiles or allocates
+    (:func:`check_memory`). A :class:`SimulationError` and a :class:`MemoryError`; ``estimate``
+    holds the :class:`MemoryEstimate`, ``available`` the bytes that were available."""
+
+    def __init__(self, message: str, estimate: MemoryEstimate | None = None, available: int | None = None):
+        super().__init__(message)
+        self.estimate = estimate
+        self.available = available
+
+
+#: Bytes per row of the per-round log: its [R, T, K] float32/int32 arrays while the study runs, and
+#: its DataFrame (ten columns, built per policy and then concatenated) when it is written.
+_LOG_ROW_BYTES_RUN, _LOG_ROW_BYTES_FRAME = 16, 160
+
+
+class MemoryEstimate(NamedTuple):
+    """A study's peak memory, estimated from its shapes without allocating (:func:`estimate_memory`).
+
+    ``peak`` is the larger of the two phases' sums, in bytes: while the rounds run (``run_terms``)
+    and while the results Dataset is built and written (``result_terms``). Each term is
+    ``(label, bytes, how it is counted)``; ``per_run`` splits one run's state (the largest policy's)
+    into policy state, environment and metric accumulators.
+    """
+
+    peak: int
+    run_terms: tuple[tuple[str, int, str], ...]
+    result_terms: tuple[tuple[str, int, str], ...]
+    per_run: dict[str, int]
+
+    def describe(self, limit: int = 4) -> str:
+        """The main terms, largest first: ``"checkpoint values 44.2 GiB (...), ..."``."""
+        from bayesfair.core._memory import format_bytes
+
+        phase = self.run_terms if sum(t[1] for t in self.run_terms) >= sum(t[1] for t in self.result_terms) \
+            else self.result_terms
+        terms = sorted((t for t in phase if t[1] > 0), key=lambda t: -t[1])[:limit]
+        return "; ".join(f"{label} {format_bytes(n)} ({how})" for label, n, how in terms)
+
+
+def _nbytes(tree: Any) -> int:
+    """Bytes of the arrays of a pytree of shape structs (a key counts its key data)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.eval_shape(jax.random.key_data, leaf)
+        total += math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def _run_bytes(env: Environment, policy: Policy, metrics: Sequence[Metric]) -> tuple[dict[str, int], int, tuple]:
+    """One run's carry in bytes, split into policy state, environment and metrics (accumulators,
+    component states and keys); its accumulator's bytes (what a checkpoint slot holds); and the
+    recorded metrics' specs. Traced with :func:`jax.eval_shape`: nothing is allocated."""
+    specs = _specs(env, policy, metrics)
+    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    with _TRACE_LOCK:
+        carry = jax.eval_shape(functools.partial(_init_run, env, policy, metrics, specs), key, key,
+                               jax.ShapeDtypeStruct((), jnp.int32))
+    parts = {"policy state": _nbytes(carry.policy_state), "environment": _nbytes(carry.env_params)}
+    parts["metrics"] = _nbytes(carry) - sum(parts.values())
+    return parts, _nbytes(carry.acc), specs
+
+
+def estimate_memory(env: Environment, policies: Mapping[str, Policy], horizon: int, runs: int, *,
+                    metrics: Sequence[Metric], checkpoints: int, log: bool = False,
+                    resumable: bool = False) -> MemoryEstimate:
+    """The peak memory of a study, from its shapes (``jax.eval_shape``: O(1) memory, no allocation).
+
+    Terms, for R runs, P policies, C checkpoints:
+
+    - run state: one run's carry (policy state, environment parameters, metric accumulators and
+      keys) times R, twice for the largest policy (a chunk's input and output); ``resumable``
+      (a study with a resume file): also the last carry of every policy run so far, kept for the
+      file, and its host copy while the file is written;
+    - checkpoint buffers: R x 64 slots of the accumulator per chunk (two in flight on the device,
+      one read back);
+    - checkpoint values: R x C x the recorded values (float64) of every policy, and their running totals;
+    - results Dataset: the values again (stacked into the Dataset while the simulator's arrays
+      still exist), the ``[R, K]`` arm means and what the metric components add
+      (:meth:`~bayesfair.simulation.metric_parts.Metric.result_bytes`);
+    - per-round log (``log``): P x R x T x K rows, as arrays while running and as a DataFrame at the end.
+
+    Parameters
+    ----------
+    env, policies, horizon, runs
+        As for :func:`simulate`.
+    metrics : sequence of Metric
+        The study's components (:func:`~bayesfair.simulation.metric_parts.default_metrics` for the default set).
+    checkpoints : int
+        Number of checkpoint rounds.
+    log, resumable : bool
+        With the per-round log; with a resume file (:meth:`bayesfair.workflow.study.Study.execute`).
+    """
+    import os
+
+    per_policy = [_run_bytes(env, pol, metrics) for pol in policies.values()]
+    carries = [sum(parts.values()) for parts, _, _ in per_policy]
+    big = int(np.argmax(carries))
+    n_pol, k = len(policies), env.spec.n_arms
+    carry_max, carry_sum = runs * carries[big], runs * sum(carries)
+    recorded = [sum(math.prod(sp.shape) for sp in specs) for _, _, specs in per_policy]
+    union: dict[str, int] = {}
+    for _, _, specs in per_policy:
+        union.update({sp.name: math.prod(sp.shape) for sp in specs})
+    values = runs * checkpoints * sum(recorded) * 8 + runs * sum(recorded) * 8
+    slot = max(acc for _, acc, _ in per_policy)
+    buffers = 3 * runs * _MAX_SLOTS * slot
+    parallel = min(n_pol, os.cpu_count() or 1) if n_pol > 1 else 1  # _compile_together: one carry per thread
+    if resumable:
+        state, state_how = carry_sum + carry_max, "every policy's last state kept for the resume file, and a chunk's"
+    else:
+        state, state_how = max(2, parallel) * carry_max, "a chunk's input and output"
+    per_run = f"{runs:,} runs x {carries[big]:,} B"
+    run_terms = [
+        ("run state", state, f"{per_run}: {state_how}"),
+        ("resume-file copy", carry_sum if resumable else 0, f"{per_run} per policy, read back to save"),
+        ("checkpoint buffers", buffers, f"{runs:,} runs x {_MAX_SLOTS} slots x {slot:,} B, 3 in flight"),
+        ("checkpoint values", values, f"{n_pol} policies x {runs:,} runs x {checkpoints:,} checkpoints x "
+                                      f"{max(recorded):,} values x 8 B"),
+    ]
+    rows = n_pol * runs * horizon * k if log else 0
+    extras = runs * k * 8 + sum(part.result_bytes(env, runs, n_pol, checkpoints) for part in metrics)
+    dataset = n_pol * runs * checkpoints * sum(union.values()) * 8 + extras
+    result_terms = [
+        ("checkpoint values", values, "the simulator's arrays, until the Dataset is built"),
+        ("results Dataset", dataset, f"{len(union)} metrics of {n_pol} policies x {runs:,} runs x {checkpoints:,} "
+                                     f"checkpoints, and [{runs:,} runs x {k:,} arms] arrays"),
+    ]
+    if rows:
+        run_terms.append(("per-round log", rows * _LOG_ROW_BYTES_RUN, f"{rows:,} rows"))
+        result_terms.append(("per-round log", rows * _LOG_ROW_BYTES_FRAME, f"{rows:,} rows as a DataFrame"))
+    peak = max(sum(t[1] for t in run_terms), sum(t[1] for t in result_terms))
+    return MemoryEstimate(int(peak), tuple(run_terms), tuple(result_terms), per_policy[big][0])
+
+
+def check_memory(estimate: MemoryEstimate, what: str = "the study") -> None:
+    """Raise :class:`StudyMemoryError` if ``estimate.peak`` exceeds the memory this process may
+    still allocate (:func:`bayesfair.core._memory.available_memory`). Nothing is checked when
+    ``BAYESFAIR_NO_MEMORY_CHECK=1`` or when the available memory cannot be read."""
+    from bayesfair.core._memory import NO_CHECK_VARIABLE, available_memory, format_bytes, memory_check_disabled
+
+    if memory_check_disabled():
+        return
+    avail = available_memory()
+    if avail.bytes is None or estimate.peak <= avail.bytes:
+        return
+    raise StudyMemoryError(
+        f"{what} needs about {format_bytes(estimate.peak)} of memory at its peak, more than the "
+        f"{format_bytes(avail.bytes)} {avail.source}: {estimate.describe()}. Reduce the runs (studies with other "
+        f"seeds add up to more runs) or what the largest terms grow with (checkpoints, arms, features), or run it "
+        f"on a larger machine; {NO_CHECK_VARIABLE}=1 skips this check", estimate, avail.bytes)
 
 
 def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end: int) -> None:
@@ -743,6 +928,17 @@ def simulate(
     -------
     xarray.Dataset
         Dims ``policy, run, checkpoint, arm, group``; see :func:`bayesfair.simulation.results.to_dataset`.
+
+    Raises
+    ------
+    StudyMemoryError
+        Before anything compiles or is allocated: the study's estimated peak memory
+        (:func:`estimate_memory`) exceeds what this machine has available (:func:`check_memory`;
+        ``BAYESFAIR_NO_MEMORY_CHECK=1`` skips it).
+    bayesfair.core.compat.IncompatibleError
+        A policy does not fit the environment, or a run's means lie outside the merit's domain.
+    SimulationError
+        A policy produced an invalid selection distribution or reward, or a metric became non-finite.
     """
     enable_persistent_cache()  # before anything compiles (once per process; bayesfair.core._compile)
     key = as_key(key)
@@ -781,7 +977,10 @@ def simulate(
     metrics = check_components(metrics) if explicit else default_metrics(merit, floors)
 
     check_instances(env, runs)
-    check_study(env, policies, merit, key, runs, metrics, horizon)
+    check_study(env, policies, merit, key, runs, metrics, horizon)  # O(1) memory in the runs (means in blocks)
+    # before anything of the study's size is allocated or compiled
+    check_memory(estimate_memory(env, policies, horizon, runs, metrics=metrics, checkpoints=grid.size,
+                                 log=round_log is not None, resumable=checkpointer is not None))
     prior_notes = check_prior_match(env, policies)  # warns if a Bayesian policy's prior is not the instances'
     k_env, k_pol = jax.random.split(key)
     env_keys = jax.random.split(k_env, runs)

@@ -122,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="validate the config, print the study and exit")
     s.add_argument("--dask", action="store_true", help="run the sweep points on a new Dask LocalCluster")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run the sweep points on this Dask scheduler")
+    s.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="S",
+                   help="seconds to wait for the --scheduler to answer (default 10)")
     s.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster workers (default 2)")
     s.add_argument("--processes", action="store_true",
                    help="LocalCluster workers as processes (default: threads in this process)")
@@ -239,6 +241,15 @@ class _Bar:
         sys.stderr.flush()
 
 
+def _memory_line(study: Any) -> str:
+    from bayesfair.core._memory import available_memory, format_bytes
+
+    est = study.memory_estimate()
+    avail = available_memory()
+    have = f"; {format_bytes(avail.bytes)} {avail.source}" if avail.bytes is not None else ""
+    return f"  memory about {format_bytes(est.peak)} at its peak{have}"
+
+
 def _describe_study(study: Any) -> str:
     c = study.config
     env = {k: v for k, v in c["environment"].items() if k != "name"}
@@ -252,6 +263,7 @@ def _describe_study(study: Any) -> str:
         params = {k: v for k, v in spec.items() if k not in ("name", "merit") or (k == "merit" and v != c["merit"])}
         lines.append(f"  policy {label}: {spec['name']} {json.dumps(params)}")
     lines.append(f"  output {c['output']}")
+    lines.append(_memory_line(study))
     return "\n".join(lines)
 
 
@@ -270,12 +282,17 @@ def _hold_in_xla(seconds: float) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from bayesfair.workflow.config import load_config
-    from bayesfair.workflow.sweep import Sweep, dask_client
+    from bayesfair.workflow.sweep import Sweep, check_scheduler_address, close_dask, dask_client
 
     if args.hold_in_xla:
         _hold_in_xla(args.hold_in_xla)
     if args.resume and args.restart:
         raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    if args.scheduler is not None:
+        try:
+            check_scheduler_address(args.scheduler)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     overrides = list(args.set)  # --out and --log change the config itself: what is printed, hashed and stored
     if args.out is not None:
         if not str(args.out).strip():
@@ -283,12 +300,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         overrides.append(f"output={json.dumps(str(args.out))}")
     if args.log:
         overrides.append("log.enabled=true")
-    obj = load_config(args.config, overrides)
+    # a sweep on a remote scheduler runs on its workers: their memory is checked there, not this machine's
+    obj = load_config(args.config, overrides, check_memory=args.scheduler is None)
     quiet = args.quiet
     say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
     if isinstance(obj, Sweep):
         if args.log:
             raise UsageError("--log is for single studies, not sweeps")
+        if args.dask and not args.scheduler:  # the LocalCluster's points run at once, on this machine
+            obj.check_memory(concurrent=min(args.workers, len(obj.points)))
         if args.dry_run:
             print(f"sweep {obj.name}: {len(obj.points)} points over {', '.join(obj.keys)}")
             print(_describe_study(obj.points[0]))
@@ -296,22 +316,24 @@ def run_simulate(args: argparse.Namespace) -> int:
         client = None
         if args.dask or args.scheduler:
             try:
-                client = dask_client(args.scheduler, n_workers=args.workers, processes=args.processes)
-            except ImportError as exc:
+                client = dask_client(args.scheduler, n_workers=args.workers, processes=args.processes,
+                                     timeout=args.connect_timeout)
+            except (ImportError, ValueError, ConnectionError) as exc:
                 raise UsageError(str(exc)) from None
             if not quiet:
                 where = args.scheduler or f"a LocalCluster of {args.workers} workers"
                 print(f"running {len(obj.points)} sweep points on Dask ({where})", file=sys.stderr)
+        interrupted = False
         try:
             res = obj.execute(progress=False if quiet else _Bar(), resume=args.resume, restart=args.restart,
                               overwrite=args.overwrite, client=client, stop_after_chunks=args.stop_after_chunks,
                               report=None if quiet else say)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             if client is not None:
-                cluster = getattr(client, "cluster", None)
-                client.close()
-                if cluster is not None and not args.scheduler:
-                    cluster.close()
+                close_dask(client, own_cluster=not args.scheduler, interrupted=interrupted)
         print(f"wrote {res.results} ({len(obj.points)} points)")
         return EXIT_OK
     if args.dask or args.scheduler:
@@ -502,6 +524,12 @@ def run_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _message(exc: BaseException) -> str:
+    """The error's message and its notes (e.g. the sweep point it happened in), on one line."""
+    notes = [str(n) for n in getattr(exc, "__notes__", ()) if str(n).strip()]
+    return "; ".join([str(exc), *notes])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (argparse usage errors raise SystemExit(2))."""
     parser = _parser()
@@ -520,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     from bayesfair.core.compat import IncompatibleError
     from bayesfair.datasets import DatasetError
     from bayesfair.simulation.results import ResultsFileError
-    from bayesfair.simulation.simulator import SimulationError
+    from bayesfair.simulation.simulator import SimulationError, StudyMemoryError
     from bayesfair.workflow.outputs import OutputError
     from bayesfair.workflow.persist import PersistError, StudyInterrupted
     from bayesfair.workflow.registry import ConfigError
@@ -533,20 +561,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bayesfair: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, PersistError, OutputError, IncompatibleError, ResultsFileError, DatasetError,
-            FileNotFoundError) as exc:
-        print(f"bayesfair: error: {exc}", file=sys.stderr)
+            FileNotFoundError, StudyMemoryError) as exc:
+        print(f"bayesfair: error: {_message(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, StudyInterrupted) as exc:
         sys.stderr.write(f"\nbayesfair: interrupted{f' ({exc})' if str(exc) else ''}")
         sys.stderr.write("; continue with --resume\n" if args.command == "simulate" else "\n")
         return interrupts.exit_code
     except SimulationError as exc:
-        print(f"bayesfair: failed: {exc}", file=sys.stderr)
+        print(f"bayesfair: failed: {_message(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the documented exit code 1
         if os.environ.get("BAYESFAIR_DEBUG"):
             raise
-        print(f"bayesfair: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"bayesfair: failed: {type(exc).__name__}: {_message(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
         interrupts.restore()

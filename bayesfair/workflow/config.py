@@ -29,6 +29,7 @@ Top-level keys (anything else is an error):
 key                meaning
 =================  ==============================================================================
 ``name``           study name (letters, digits, ``_ . -``); default: the file's stem; names files
+                   (so at most the output folder's file-name limit less 30: 225 characters at 255)
 ``description``    free text
 ``seed``           integer >= 0 (default 0); the master key of :func:`bayesfair.simulate`
 ``runs``           integer >= 1 (required)
@@ -77,12 +78,20 @@ __all__ = ["ConfigError", "Study", "StudyOutput", "load_config", "parse_config",
            "TOP_LEVEL", "LOG_KEYS", "RESUME_KEYS"]
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _read_toml(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("", f"no config file at {path}")
     try:
         with open(path, "rb") as f:
+            if f.read(len(_BOM)) == _BOM:
+                raise ConfigError("", f"{path} starts with a UTF-8 byte-order mark (BOM, the bytes EF BB BF), which "
+                                      "TOML does not allow: save it as plain UTF-8 without a BOM (editors call it "
+                                      "'UTF-8', not 'UTF-8 with BOM')")
+            f.seek(0)
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{path} is not valid TOML: {exc}") from None
@@ -106,7 +115,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, parsed
 
 
-def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()):
+def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = (), *, check_memory: bool = True):
     """Read, validate and build a study config.
 
     Parameters
@@ -115,6 +124,9 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
         A TOML file.
     overrides : list of str
         ``"key.path=value"`` settings applied before validation (the CLI's ``--set``).
+    check_memory : bool
+        Refuse a study (or sweep point) that cannot fit in this machine's memory (default; see
+        :func:`bayesfair.workflow.study.parse_config`). ``False`` for one that runs elsewhere.
 
     Returns
     -------
@@ -135,5 +147,5 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
             if hit and not key.startswith("sweep"):
                 raise ConfigError(f"--set {key}", f"{hit[0]!r} is swept ([sweep] sets it at every point, so the "
                                   "override would be dropped); change its values in the config's [sweep] table")
-        return Sweep.from_raw(raw, path)
-    return parse_config(raw, path)
+        return Sweep.from_raw(raw, path, check_memory=check_memory)
+    return parse_config(raw, path, check_memory=check_memory)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["OutputError", "Preflight", "preflight", "check_writable", "config_diff", "derived_files",
-           "stored_study"]
+           "stored_study", "study_file_names", "check_name_limits"]
 
 
 class OutputError(ValueError):
@@ -120,6 +120,68 @@ def derived_files(folder: Path, stem: str) -> list[Path]:
     found += [figure_file(folder, stem, kind) for kind in FIGURE_KINDS]
     found += [folder / f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
     return [p for p in found if p.is_file()]
+
+
+def study_file_names(stem: str) -> list[str]:
+    """Every file name written for the study ``stem`` in its output folder (results, resume file,
+    per-round log, reports, figures) and the temp name each is first written under
+    (:func:`bayesfair.core._atomic.temp_name`)."""
+    from bayesfair.core._atomic import temp_name
+
+    names = [f"{stem}.nc", f"{stem}.resume.npz"]
+    names += [f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
+    names += [f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
+    names += [figure_file(Path(), stem, kind).name for kind in FIGURE_KINDS]
+    return names + [temp_name(n) for n in names]
+
+
+def _existing(folder: Path) -> Path:
+    """The nearest folder at or above ``folder`` that exists (where the limits are read)."""
+    here = folder.absolute()
+    while not here.is_dir() and here != here.parent:
+        here = here.parent
+    return here
+
+
+def _limit(folder: Path, name: str, default: int) -> tuple[int, bool]:
+    try:
+        value = os.pathconf(folder, name)
+    except (OSError, ValueError, AttributeError):  # not POSIX, or not reported for this file system
+        return default, False
+    return (value, True) if value and value > 0 else (default, False)
+
+
+def check_name_limits(folder: str | os.PathLike, stem: str) -> tuple[str, str] | None:
+    """Why the files of the study ``stem`` in ``folder`` cannot be created: ``("name", reason)`` or
+    ``("output", reason)``; None if they can.
+
+    Every file name of :func:`study_file_names` (temp names included) and every folder name on the
+    way must fit the file system's name limit (``PC_NAME_MAX``, 255 bytes when not reported), and
+    the full paths its path limit (``PC_PATH_MAX``, 4096); checked before a study runs, so a long
+    name is refused up front, not at its first save.
+    """
+    folder = Path(folder)
+    base = _existing(folder)
+    name_max, known = _limit(base, "PC_NAME_MAX", 255)
+    where = f"the file system of {base}" if known else "file systems (255 bytes, assumed)"
+    names = study_file_names(stem)
+    i = max(range(len(names)), key=lambda j: len(os.fsencode(names[j])))
+    longest, size, own = names[i], len(os.fsencode(names[i])), len(os.fsencode(stem))
+    if size > name_max:
+        shape = study_file_names("<name>")[i]
+        return "name", (f"{own} bytes are too long: the longest file name bayesfair writes for a study, "
+                        f"{shape!r}, would have {size} bytes ({size - own} besides the name), more than the "
+                        f"{name_max} {where} allows; use a name of at most {name_max - (size - own)} characters")
+    for part in folder.parts:
+        if len(os.fsencode(part)) > name_max:
+            return "output", (f"the output folder {str(folder)!r} has a folder name of {len(os.fsencode(part))} "
+                              f"bytes, more than the {name_max} {where} allows: use a shorter folder name")
+    path_max, _ = _limit(base, "PC_PATH_MAX", 4096)
+    full = len(os.fsencode(str(folder.absolute() / longest)))
+    if full > path_max:
+        return "output", (f"the path of the study's longest file in {str(folder)!r} has {full} bytes, more than "
+                          f"the {path_max} the file system allows for a path: use a shorter name or output folder")
+    return None
 
 
 def stored_study(path: Path) -> tuple[str | None, dict[str, Any] | None]:

@@ -23,6 +23,7 @@ import numpy as np
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS
 from bayesfair.simulation.results import canonical_json
 from bayesfair.workflow import registry
+from bayesfair.workflow.outputs import check_name_limits
 from bayesfair.workflow.registry import ConfigError, Param, check_value
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
@@ -246,6 +247,30 @@ class Study:
                     "fingerprint": self.fingerprint(log=round_log is not None)},
         )
 
+    def memory_estimate(self, *, resumable: bool = True) -> Any:
+        """The study's peak memory, estimated from its shapes without allocating anything
+        (:func:`bayesfair.simulation.simulator.estimate_memory`); ``resumable``: run by :meth:`execute`,
+        which keeps a resume file."""
+        from bayesfair.simulation.metric_parts import default_metrics
+        from bayesfair.simulation.simulator import estimate_memory
+
+        parts = self.metrics()
+        if parts is None:
+            parts = default_metrics(self.merit, self.config["floors"])
+        return estimate_memory(self.env, self.policies, self.horizon, self.runs, metrics=parts,
+                               checkpoints=self.checkpoints.size, log=self.config["log"]["enabled"],
+                               resumable=resumable)
+
+    def check_memory(self) -> None:
+        """Raise :class:`ConfigError` (key ``runs``) if the study cannot fit in the memory this
+        machine has available (:func:`bayesfair.simulation.simulator.check_memory`)."""
+        from bayesfair.simulation.simulator import StudyMemoryError, check_memory
+
+        try:
+            check_memory(self.memory_estimate(), f"the study {self.name!r}")
+        except StudyMemoryError as exc:
+            raise ConfigError("runs", str(exc)) from None
+
     def metrics(self) -> list[Any] | None:
         """The metric components the config names (``metrics``), or None for the default set; each
         built by the registry, with the study's merit and floors."""
@@ -316,7 +341,7 @@ class Study:
         """
         from bayesfair.simulation import results as io
         from bayesfair.workflow.logs import write_log
-        from bayesfair.workflow.outputs import preflight
+        from bayesfair.workflow.outputs import OutputError, preflight
         from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
 
         say = say or (lambda msg: None)
@@ -328,6 +353,9 @@ class Study:
                 None, progress=progress, resume=resume, restart=restart, overwrite=overwrite, log=None,
                 stop_after_chunks=stop_after_chunks, every_chunks=every_chunks, every_seconds=every_seconds, say=say)
         paths = self.paths()
+        too_long = check_name_limits(paths["results"].parent, self.name)
+        if too_long is not None:
+            raise OutputError(f"cannot write the study {self.name!r} into {paths['results'].parent}: {too_long[1]}")
         fp = self.fingerprint()
         pre = preflight(results=paths["results"], resume_file=paths["resume"], fingerprint=fp, config=self.config,
                         resume=resume, restart=restart, overwrite=overwrite, read_resume=describe_resume)
@@ -362,7 +390,7 @@ class Study:
 
 
 def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None, *,
-                 allow_sweep: bool = False) -> Study:
+                 allow_sweep: bool = False, check_memory: bool = True) -> Study:
     """Validate a config mapping (as ``tomllib`` returns it) and build the :class:`Study`.
 
     Parameters
@@ -374,6 +402,11 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     allow_sweep : bool
         Ignore a ``[sweep]`` table (it is validated by :mod:`bayesfair.workflow.sweep`); otherwise a sweep
         is an error here (use :func:`bayesfair.workflow.config.load_config`).
+    check_memory : bool
+        Refuse a study whose estimated peak memory (:meth:`Study.memory_estimate`) exceeds what this
+        machine has available (default). ``False`` for a study that runs elsewhere (a sweep point
+        on a remote Dask scheduler is checked on its worker); :func:`bayesfair.simulate` checks
+        again before it compiles.
 
     Raises
     ------
@@ -414,6 +447,9 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         cfg["output"] = str(Path("results") / cfg["name"])
     elif not cfg["output"].strip():
         raise ConfigError("output", "must not be empty: give an output folder (default results/<name>)")
+    too_long = check_name_limits(cfg["output"], cfg["name"])
+    if too_long is not None:
+        raise ConfigError(*too_long)
     cfg["log"] = _check_table(raw.get("log", {}), LOG_KEYS, "log")
     cfg["resume"] = _check_table(raw.get("resume", {}), RESUME_KEYS, "resume")
 
@@ -465,11 +501,14 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     from bayesfair.core.compat import IncompatibleError
     from bayesfair.simulation.metric_parts import FairXRegrets
 
+    study = Study(cfg, raw, src, merit, env, policies)
+    if check_memory:  # before anything of the study's size is drawn (the check below draws every run's means)
+        study.check_memory()
     try:  # the merit fits the environment's means (checked even when no FairX metric is recorded)
         FairXRegrets(merit).check(env, cfg["seed"], cfg["runs"])
     except IncompatibleError as exc:
         raise ConfigError("merit", str(exc)) from None
-    return Study(cfg, raw, src, merit, env, policies)
+    return study
 
 
 def _input_files(spec: Mapping[str, Any], path: str) -> dict[str, dict[str, str]]:

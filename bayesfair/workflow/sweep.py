@@ -28,21 +28,32 @@ on where it runs: keys come from the seed and the round, not from the worker.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
+import logging
 import os
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bayesfair.core import _signals
+from bayesfair.workflow.persist import StudyInterrupted
 from bayesfair.workflow.study import ConfigError, Study, parse_config, set_path
 
-__all__ = ["Sweep", "run_point", "combine", "dask_client", "coordinate", "MAX_POINTS"]
+__all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
+           "MAX_POINTS", "CONNECT_TIMEOUT"]
 
 MAX_POINTS = 10_000
+#: Seconds :func:`dask_client` waits for a scheduler to answer (distributed's own default is 30).
+CONNECT_TIMEOUT = 10.0
+_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_ADDRESS = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?"
+                      r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?):(?P<port>[0-9]{1,5})$")
 
 
 def coordinate(value: Any) -> Any:
@@ -98,27 +109,119 @@ def _unravel(i: int, shape: Sequence[int]) -> list[int]:
     return idx[::-1]
 
 
-def dask_client(scheduler: str | None = None, *, n_workers: int = 2, processes: bool = False):
+def check_scheduler_address(address: str) -> str:
+    """``address`` if it has the form of a Dask scheduler address, ``[tcp://]HOST:PORT`` (also
+    ``tls``, ``ws``, ``wss``, ``ucx``; IPv6 hosts in brackets; ``inproc://...``); else a ValueError
+    saying what is expected. Checked before connecting: distributed's own errors come late
+    (after its connect timeout) or name no address."""
+    text = str(address).strip()
+    if text.startswith("inproc://") and len(text) > len("inproc://"):
+        return text
+    m = _ADDRESS.match(text)
+    problem = None
+    if m is None:
+        problem = "it is not of the form [tcp://]HOST:PORT"
+    elif m.group("scheme") is not None and m.group("scheme").lower() not in _SCHEMES:
+        problem = f"{m.group('scheme')!r} is not a Dask protocol ({', '.join(_SCHEMES)}, inproc)"
+    elif not 1 <= int(m.group("port")) <= 65535:
+        problem = f"port {m.group('port')} is outside 1-65535"
+    if problem is not None:
+        raise ValueError(f"--scheduler {address!r} is not a Dask scheduler address: {problem}; give the address "
+                         "the scheduler prints, e.g. tcp://127.0.0.1:8786 (or use --dask for a local cluster)")
+    return text
+
+
+def dask_client(scheduler: str | None = None, *, n_workers: int = 2, processes: bool = False,
+                timeout: float = CONNECT_TIMEOUT):
     """A ``dask.distributed`` Client: to ``scheduler`` if given, else on a new ``LocalCluster``.
 
     Parameters
     ----------
     scheduler : str, optional
-        Address of a running scheduler (``tcp://host:8786``).
+        Address of a running scheduler (``tcp://host:8786``), checked by :func:`check_scheduler_address`.
     n_workers : int
         Workers of the LocalCluster (one thread each).
     processes : bool
         Run LocalCluster workers as processes (default False: threads in this process, which
         share the already-imported JAX; see docs/workflow.md).
+    timeout : float
+        Seconds to wait for the scheduler to answer (:data:`CONNECT_TIMEOUT`).
+
+    Raises
+    ------
+    ImportError
+        Without the ``dask`` extra.
+    ValueError
+        ``scheduler`` is not an address.
+    ConnectionError
+        No scheduler answers at ``scheduler`` within ``timeout`` seconds.
     """
+    if scheduler:
+        scheduler = check_scheduler_address(scheduler)
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise ImportError("running sweeps on Dask needs the optional extra: pip install 'bayesfair[dask]'") from None
     if scheduler:
-        return Client(scheduler)
+        try:
+            return Client(scheduler, timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(
+                f"no Dask scheduler answered at {scheduler} within {timeout:g} s ({exc}): check that it runs "
+                "(`dask scheduler` prints its address) and that host and port are right, or run on a local "
+                "cluster with --dask") from None
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None)
     return Client(cluster)
+
+
+def _quiet_logs() -> None:
+    """Silence distributed's log in this process (its warnings and tracebacks about cancelled tasks)."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
+def close_dask(client: Any, *, own_cluster: bool, interrupted: bool = False) -> None:
+    """Close ``client`` (and its LocalCluster when ``own_cluster``). After an interrupt the
+    workers' own reports of the cancelled tasks (distributed's log warnings and tracebacks) are
+    silenced: the command's one line says what happened."""
+    if interrupted:
+        _quiet_logs()
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None and own_cluster:
+        cluster.close()
+
+
+@contextlib.contextmanager
+def _naming(where: str) -> Iterator[None]:
+    """Re-raise an error of a sweep point naming the point (:func:`_point_error`); an interrupt
+    passes as it is."""
+    try:
+        yield
+    except StudyInterrupted:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised, naming the point
+        err = _point_error(exc, where)
+        if err is exc:
+            raise
+        raise err from exc
+
+
+def _point_error(exc: Exception, where: str) -> Exception:
+    """``exc`` of a sweep point, its message naming the point (``where``): the same exception
+    type, so the command's exit code stays what the failure is; a note where it cannot be rebuilt."""
+    if str(exc).startswith("sweep point"):
+        return exc
+    if isinstance(exc, ConfigError):
+        return ConfigError(exc.path, f"{exc.message} (in {where})")
+    text = f"{where}: {exc}"
+    try:
+        new = type(exc)(text)
+    except Exception:  # noqa: BLE001 - a constructor that takes other arguments
+        new = None
+    if new is None or str(new) != text:
+        exc.add_note(where)
+        return exc
+    return new
 
 
 @dataclass(eq=False)
@@ -148,8 +251,10 @@ class Sweep:
     source: Path | None = None
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any], source: str | os.PathLike | None = None) -> Sweep:
-        """Validate a config with a ``[sweep]`` table and expand it into studies."""
+    def from_raw(cls, raw: Mapping[str, Any], source: str | os.PathLike | None = None, *,
+                 check_memory: bool = True) -> Sweep:
+        """Validate a config with a ``[sweep]`` table and expand it into studies (``check_memory``:
+        as for :func:`bayesfair.workflow.study.parse_config`, for every point)."""
         raw = copy.deepcopy(dict(raw))
         table = raw.pop("sweep")
         if not isinstance(table, dict) or not table:
@@ -174,7 +279,7 @@ class Sweep:
         if n > MAX_POINTS:
             raise ConfigError("sweep", f"{n:,} points is more than {MAX_POINTS:,}")
         # the sweep's own name/output come from the base config
-        base = parse_config(_first_point(raw, keys, values), source)
+        base = parse_config(_first_point(raw, keys, values), source, check_memory=False)  # the points are checked
         name, output = base.name, base.output
         points = []
         for i, combo in enumerate(itertools.product(*values)):
@@ -184,7 +289,7 @@ class Sweep:
             point["name"] = f"{name}-{i:03d}"
             point["output"] = str(output / f"{name}.points")
             try:
-                points.append(parse_config(point, source))
+                points.append(parse_config(point, source, check_memory=check_memory))
             except ConfigError as exc:
                 at = ", ".join(f"{k} = {coordinate(v)}" for k, v in zip(keys, combo, strict=True))
                 raise ConfigError(exc.path, f"{exc.message} (in the sweep point {at})") from None
@@ -195,6 +300,20 @@ class Sweep:
         """The first point's normalized config with the sweep's name and output."""
         return {**self.points[0].config, "name": self.name, "output": str(self.output),
                 "sweep": {k: v for k, v in zip(self.keys, self.values, strict=True)}}
+
+    def check_memory(self, concurrent: int) -> None:
+        """Refuse (:class:`ConfigError`, key ``runs``) a sweep whose ``concurrent`` largest points,
+        run at once on this machine (a LocalCluster's workers), cannot fit in its available memory."""
+        from bayesfair.simulation.simulator import MemoryEstimate, StudyMemoryError, check_memory
+
+        estimates = sorted((p.memory_estimate(resumable=False) for p in self.points), key=lambda e: -e.peak)
+        top = estimates[:max(1, concurrent)]
+        together = MemoryEstimate(sum(e.peak for e in top), top[0].run_terms, top[0].result_terms, top[0].per_run)
+        try:
+            check_memory(together, f"the sweep {self.name!r} ({len(top)} points at once, one per Dask worker; the "
+                                   "terms below are its largest point's)")
+        except StudyMemoryError as exc:
+            raise ConfigError("runs", f"{exc}; or use fewer --workers") from None
 
     def coords(self) -> list[dict[str, Any]]:
         """The swept values of every point, ``[{key: value}]`` in grid order."""
@@ -225,7 +344,10 @@ class Sweep:
     def run(self, progress: bool | Callable[[dict], None] = False, *, client: Any = None):
         """Run every point (on ``client`` if given) and return the combined Dataset; nothing is written."""
         if client is None:
-            datasets = [p.run(progress=progress) for p in self.points]
+            datasets = []
+            for i, p in enumerate(self.points):
+                with _naming(f"sweep point {i + 1} of {len(self.points)} ({_label(self.keys, self.coords()[i])})"):
+                    datasets.append(p.run(progress=progress))
         else:
             futures = [client.submit(run_point, p.raw, pure=False) for p in self.points]
             datasets = client.gather(futures)
@@ -274,35 +396,58 @@ class Sweep:
                 say(f"resume: {len(done)} of {len(self.points)} points already done")
         todo = [i for i in range(len(self.points)) if i not in done]
         t0 = time.perf_counter()
+        n_points = len(self.points)
+        where = lambda i: f"sweep point {i + 1} of {n_points} ({_label(self.keys, self.coords()[i])})"  # noqa: E731
         if client is None:
             for i in todo:
                 p = self.points[i]
-                say(f"point {i + 1}/{len(self.points)}: " + _label(self.keys, self.coords()[i]))
-                res = p.execute(folder, progress=progress, resume=resume, restart=restart, overwrite=overwrite,
-                                log=False, stop_after_chunks=stop_after_chunks, say=say)
+                say(f"point {i + 1}/{n_points}: " + _label(self.keys, self.coords()[i]))
+                with _naming(where(i)):
+                    res = p.execute(folder, progress=progress, resume=resume, restart=restart, overwrite=overwrite,
+                                    log=False, stop_after_chunks=stop_after_chunks, say=say)
                 done[i] = res.dataset
         else:
             from distributed import as_completed
 
             futures = {client.submit(run_point, self.points[i].raw, pure=False): i for i in todo}
-            for n, fut in enumerate(as_completed(futures), start=1):
-                i = futures[fut]
-                ds = fut.result()
-                point_paths = self.points[i].paths(folder)
-                io.write_results(ds, point_paths["results"])
-                # the point ran whole on a worker: saved progress of an earlier local run is obsolete
-                # now (left behind, the next run would be refused as an interrupted point)
-                point_paths["resume"].unlink(missing_ok=True)
-                done[i] = ds
-                elapsed = time.perf_counter() - t0
-                eta = elapsed / n * (len(todo) - n)
-                say(f"point {i + 1}/{len(self.points)} done ({n}/{len(todo)} this run, {elapsed:.0f} s, "
-                    f"ETA {eta:.0f} s): " + _label(self.keys, self.coords()[i]))
+            try:
+                finished = as_completed(futures)
+                for n, fut in enumerate(finished, start=1):
+                    i = futures[fut]
+                    try:
+                        with _naming(where(i)):
+                            ds = fut.result()
+                    except Exception:
+                        client.cancel([f for f in futures if f is not fut])  # the others are not waited for
+                        raise
+                    self._write_point(io, i, ds, folder, done, n, len(todo), t0, say)
+            except KeyboardInterrupt:  # stop the points in flight at their next chunk, drop the rest
+                _signals.request_stop()
+                if getattr(client, "cluster", None) is not None:  # our LocalCluster: its workers' logs too
+                    _quiet_logs()
+                    with contextlib.suppress(Exception):
+                        client.run(_quiet_logs)
+                client.cancel(list(futures))
+                raise
         datasets = [done[i] for i in range(len(self.points))]
         ds = combine(datasets, self.keys, self.values, self._attrs(datasets))
         io.write_results(ds, paths["results"])
         pre.remove_stale(say)
         return StudyOutput(paths["results"], None, ds, not todo)
+
+    def _write_point(self, io: Any, i: int, ds: Any, folder: Path, done: dict[int, Any], n: int, n_todo: int,
+                     t0: float, say: Callable[[str], None]) -> None:
+        """A point's Dataset from a Dask worker: written as it arrives (``--resume`` then skips it)."""
+        point_paths = self.points[i].paths(folder)
+        io.write_results(ds, point_paths["results"])
+        # the point ran whole on a worker: saved progress of an earlier local run is obsolete
+        # now (left behind, the next run would be refused as an interrupted point)
+        point_paths["resume"].unlink(missing_ok=True)
+        done[i] = ds
+        elapsed = time.perf_counter() - t0
+        eta = elapsed / n * (n_todo - n)
+        say(f"point {i + 1}/{len(self.points)} done ({n}/{n_todo} this run, {elapsed:.0f} s, "
+            f"ETA {eta:.0f} s): " + _label(self.keys, self.coords()[i]))
 
 
 def _label(keys: Sequence[str], coords: Mapping[str, Any]) -> str:
