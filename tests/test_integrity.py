@@ -1,7 +1,9 @@
 """Integrity of results files: schema version and checksum, verified on read.
 
 A damaged, foreign or newer file is refused with a ResultsFileError (a ValueError, exit code 2 in
-the CLI) instead of giving wrong numbers; files written before the checks are read with a warning.
+the CLI) instead of giving wrong numbers; so is a file written before the checks or with its
+integrity attributes stripped, unless the caller opts in (allow_unverified=True, --unverified): then
+it is read with a warning.
 """
 
 import copy
@@ -360,18 +362,21 @@ def test_plain_text_empty_and_netcdf3_files_are_refused(tmp_path):
 
 def test_legacy_file_reads_with_a_warning(sim, tmp_path):
     """Rule: no bayesfair_schema, but checkpoint, fairness_regret, exposure and a versions attribute
-    naming bayesfair -> read, with a UserWarning that it cannot be verified."""
+    naming bayesfair -> refused unless allow_unverified=True (the opt-in), then read with a
+    UserWarning that it cannot be verified."""
     legacy = tmp_path / "legacy.nc"
     sim.to_netcdf(legacy, engine="h5netcdf")  # how write_results wrote files before the checks
+    with pytest.raises(ResultsFileError, match="cannot be verified.*allow_unverified=True.*--unverified"):
+        read_results(legacy)
     with pytest.warns(UserWarning, match="written before integrity checks; cannot verify"):
-        back = read_results(legacy)
+        back = read_results(legacy, allow_unverified=True)
     _same_data(sim, back)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read_results(legacy, verify=False)  # no checks, no warning
     # written again: now stamped and verified
     with pytest.warns(UserWarning):
-        again = write_results(read_results(legacy), tmp_path / "again.nc")
+        again = write_results(read_results(legacy, allow_unverified=True), tmp_path / "again.nc")
     assert int(read_results(again).attrs[SCHEMA]) == RESULTS_SCHEMA
     # without a versions attribute naming bayesfair, or without its variables: foreign
     for name, ds in [("noversions", sim.drop_attrs()),
@@ -381,6 +386,8 @@ def test_legacy_file_reads_with_a_warning(sim, tmp_path):
         ds.to_netcdf(path, engine="h5netcdf")
         with pytest.raises(ResultsFileError, match="not a bayesfair results file"):
             read_results(path)
+        with pytest.raises(ResultsFileError, match="not a bayesfair results file"):
+            read_results(path, allow_unverified=True)  # the opt-in is for bayesfair's own files only
 
 
 def _stamp_then(ds, path, **attrs):
@@ -454,3 +461,21 @@ def test_cli_on_foreign_and_text_files_exits_2(tmp_path, command, capsys):
         captured = capsys.readouterr()
         assert words in captured.err and "Traceback" not in captured.err + captured.out
     assert io.ResultsFileError is ResultsFileError
+
+
+@pytest.mark.parametrize("command", ["report", "plot"])
+def test_stripped_integrity_attributes_are_an_error_unless_opted_in(sim, tmp_path, command, capsys):
+    """Reported: a results file with bayesfair_schema and bayesfair_checksum stripped was read, and
+    reported by `bayesfair report` with exit 0, with only a Python UserWarning."""
+    stripped = _stamp_then(sim, tmp_path / "stripped.nc", bayesfair_schema=None, bayesfair_checksum=None)
+    with pytest.raises(ResultsFileError, match="cannot be verified.*stripped.*allow_unverified=True") as exc:
+        read_results(stripped)
+    assert str(stripped) in str(exc.value)
+    assert cli.main([command, str(stripped)]) == 2
+    err = capsys.readouterr().err
+    assert str(stripped) in err and "--unverified" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob("*.md"))
+    assert cli.main([command, str(stripped), "--unverified"]) == 0  # the explicit opt-in
+    err = capsys.readouterr().err
+    assert "bayesfair: warning:" in err and "cannot verify" in err
+    assert list(tmp_path.glob("stripped.*.png"))

@@ -146,17 +146,22 @@ def test_interrupted_writes_leave_the_previous_file(tmp_path, monkeypatch):
     ds = xr.Dataset({"x": ("a", np.arange(5.0))}, attrs={"config": "{}"})
     target = io.write_results(ds, tmp_path / "r.nc")
 
-    def broken_to_netcdf(self, path, *args, **kwargs):
+    def broken_write(path, data):  # write_results writes the file's bytes into its temp file
         with open(path, "wb") as f:
-            f.write(b"\x89HDF partial")  # half a file, then the process is interrupted
+            f.write(bytes(data)[:100])  # half a file, then the process is interrupted
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken_to_netcdf)
-    with pytest.raises(KeyboardInterrupt):
-        io.write_results(ds * 2, target)
-    monkeypatch.undo()
-    np.testing.assert_array_equal(io.read_results(target)["x"].values, np.arange(5.0))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]  # no temp file left behind
+    def broken_to_netcdf(self, *args, **kwargs):  # interrupted while assembling the file
+        raise KeyboardInterrupt
+
+    for where, broken in ((io, {"_write_bytes": broken_write}), (xr.Dataset, {"to_netcdf": broken_to_netcdf})):
+        for name, fn in broken.items():
+            monkeypatch.setattr(where, name, fn)
+        with pytest.raises(KeyboardInterrupt):
+            io.write_results(ds * 2, target)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(io.read_results(target)["x"].values, np.arange(5.0))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]  # no temp file left behind
 
     store_path = tmp_path / "s.resume.npz"
     persist.write_npz(store_path, {"a": np.ones(3)}, {"format": persist.RESUME_TAG, "format_version": 1})
@@ -174,3 +179,139 @@ def test_interrupted_writes_leave_the_previous_file(tmp_path, monkeypatch):
     _, arrays = persist.read_npz(store_path, persist.RESUME_TAG)
     np.testing.assert_array_equal(arrays["a"], np.ones(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc", "s.resume.npz"]
+
+
+# ---------------------------------------------------------------------------------------------
+# integrity of resume and saved-policy files: checksum, header fields, states checked at save time
+
+
+def _rewrite_npz(path, edit):
+    """Change a saved .npz in place as a hand edit would: arrays and header changed, the rest (the
+    stored checksum included) kept as it was."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    edit(arrays)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _edit_header(arrays, change):
+    meta = json.loads(str(arrays["__meta__"][()]))
+    change(meta)
+    arrays["__meta__"] = np.array(json.dumps(meta))
+
+
+def test_an_edited_resume_file_is_refused_naming_it_and_what_to_do(tmp_path):
+    """Reported: a running total +1000 (header intact) resumed with exit 0 and final fairness regret
+    1,900.73 instead of 900.73; next_round past the horizon made the fairness regret 0.0."""
+    study = parse_config(copy.deepcopy(STUDY))
+    with pytest.raises(StudyInterrupted):
+        study.execute(tmp_path, stop_after_chunks=7)
+    path = study.paths(tmp_path)["resume"]
+    good = path.read_bytes()
+
+    def plus_1000(arrays):
+        key = next(k for k in arrays if k.endswith("/totals/fairness_regret"))
+        arrays[key] = arrays[key] + 1000.0
+
+    def past_the_horizon(arrays):
+        _edit_header(arrays, lambda meta: [pm.update(next_round=10_000) for pm in meta["policies"].values()])
+
+    for edit in (plus_1000, past_the_horizon):
+        path.write_bytes(good)
+        _rewrite_npz(path, edit)
+        with pytest.raises(PersistError, match="checksum mismatch") as exc:
+            persist.ResumeStore(path, study.fingerprint(), resume=True, study=study.config)
+        assert str(path) in str(exc.value) and "restart the study" in str(exc.value)
+        with pytest.raises(OutputError, match=r"checksum mismatch.*--restart"):
+            study.execute(tmp_path, resume=True)
+    path.write_bytes(good)
+    _rewrite_npz(path, lambda arrays: arrays.pop(persist.CHECKSUM_KEY))  # as files were written before checksums
+    with pytest.raises(PersistError, match="has no checksum"):
+        persist.read_npz(path, persist.RESUME_TAG)
+    path.write_bytes(good)  # the file as saved still resumes
+    assert study.execute(tmp_path, resume=True).resumed
+
+
+def test_resume_header_fields_and_progress_are_checked(tmp_path):
+    study = parse_config(copy.deepcopy(STUDY))
+    with pytest.raises(StudyInterrupted):
+        study.execute(tmp_path, stop_after_chunks=2)
+    path = study.paths(tmp_path)["resume"]
+    meta, arrays = persist.read_npz(path, persist.RESUME_TAG)
+    # written with a valid checksum, but without a field / with a round outside the study
+    persist.write_npz(path, arrays, {k: v for k, v in meta.items() if k != "policies"})
+    with pytest.raises(PersistError, match="resume header has no field 'policies'") as exc:
+        persist.ResumeStore(path, study.fingerprint(), resume=True, study=study.config)
+    assert str(path) in str(exc.value)
+    pm = {**meta["policies"]["UCB"]}
+    del pm["next_round"]
+    persist.write_npz(path, arrays, {**meta, "policies": {**meta["policies"], "UCB": pm}})
+    with pytest.raises(PersistError, match="policy 'UCB' has no field 'next_round'"):
+        persist.describe_resume(path)
+    far = {**meta["policies"]["UCB"], "next_round": STUDY["horizon"] + 2}
+    persist.write_npz(path, arrays, {**meta, "policies": {**meta["policies"], "UCB": far}})
+    store = persist.ResumeStore(path, study.fingerprint(), resume=True, study=study.config)
+    with pytest.raises(PersistError, match=r"UCB has next round 82 .*outside the study \(horizon 80"):
+        study.run(checkpointer=store)
+
+
+def test_an_edited_saved_policy_is_refused(tmp_path, small_env, exp4):
+    """Reported: a saved state value set to -5 loaded silently, and pi_t was then NaN."""
+    policy = bf.fairx_ts(bf.beta_bernoulli(), exp4)
+    state = policy.init(jax.random.key(0), small_env.spec)
+    path = persist.save_policy(tmp_path / "pol.npz", policy, state, small_env.spec, key=jax.random.key(1))
+    meta, _ = persist.read_npz(path, persist.POLICY_TAG)
+    alpha = next(i for i, leaf in enumerate(meta["state_leaves"]) if leaf["path"] == ".alpha")
+
+    def minus_5(arrays):
+        arrays[f"state/{alpha}"] = np.array(arrays[f"state/{alpha}"])
+        arrays[f"state/{alpha}"][0] = -5.0
+
+    _rewrite_npz(path, minus_5)
+    with pytest.raises(PersistError, match="checksum mismatch") as exc:
+        persist.load_policy(path, policy)
+    assert str(path) in str(exc.value) and "save the policy again" in str(exc.value)
+    assert float(persist.load_policy(path, policy, verify=False).state.alpha[0]) == -5.0  # the explicit opt-out
+
+
+def test_a_saved_policy_header_without_a_field_names_the_file_and_field(tmp_path, small_env, exp4):
+    """Reported: a header missing a field failed with KeyError: 'state_leaves'."""
+    policy = bf.fairx_ts(bf.beta_bernoulli(), exp4)
+    path = persist.save_policy(tmp_path / "pol.npz", policy, policy.init(jax.random.key(0), small_env.spec),
+                               small_env.spec)
+    meta, arrays = persist.read_npz(path, persist.POLICY_TAG)
+    for field in ("state_leaves", "spec", "policy_config", "batch"):
+        broken = tmp_path / f"no_{field}.npz"
+        persist.write_npz(broken, arrays, {k: v for k, v in meta.items() if k != field})  # a valid checksum
+        with pytest.raises(PersistError, match=f"saved-policy header has no field '{field}'") as exc:
+            persist.load_policy(broken, policy)
+        assert str(broken) in str(exc.value)
+    spec = {k: v for k, v in meta["spec"].items() if k != "n_arms"}
+    persist.write_npz(tmp_path / "nospec.npz", arrays, {**meta, "spec": spec})
+    with pytest.raises(PersistError, match="spec has no field 'n_arms'"):
+        persist.load_policy(tmp_path / "nospec.npz", policy)
+    leaves = [{k: v for k, v in leaf.items() if k != "shape"} for leaf in meta["state_leaves"]]
+    persist.write_npz(tmp_path / "noshape.npz", arrays, {**meta, "state_leaves": leaves})
+    with pytest.raises(PersistError, match="header entry of array 0 has no field 'shape'"):
+        persist.load_policy(tmp_path / "noshape.npz", policy)
+
+
+def test_save_policy_refuses_what_load_policy_could_not_restore(tmp_path, small_env, exp4):
+    """Reported: ucb1 saved with a FairX-TS state, or with a raw uint32 key, and load_policy failed."""
+    ucb, ts = bf.ucb1(), bf.fairx_ts(bf.beta_bernoulli(), exp4)
+    ts_state = ts.init(jax.random.key(0), small_env.spec)
+    ucb_state = ucb.init(jax.random.key(0), small_env.spec)
+    target = tmp_path / "p.npz"
+    with pytest.raises(PersistError, match="tree structure .*BetaState.* but UCB.init makes .*CountState.*not a "
+                                           "state of this policy"):
+        persist.save_policy(target, ucb, ts_state, small_env.spec)
+    as_int = jax.tree.map(lambda x: np.asarray(x).astype(np.int32), ucb_state)
+    with pytest.raises(PersistError, match=r"state\.\w+ has dtype int32 but UCB.init makes float32"):
+        persist.save_policy(target, ucb, as_int, small_env.spec)
+    with pytest.raises(TypeError, match=r"typed PRNG key.*jax.random.PRNGKey.*wrap_key_data"):
+        persist.save_policy(target, ucb, ucb_state, small_env.spec, key=jax.random.PRNGKey(0))
+    assert not target.exists()
+    # what it accepts, it loads
+    persist.save_policy(target, ucb, ucb_state, small_env.spec, key=jax.random.key(3))
+    assert persist.load_policy(target, ucb).policy is ucb

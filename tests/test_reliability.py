@@ -285,6 +285,27 @@ def test_saved_progress_is_not_discarded_without_restart(tmp_path, capsys):
     assert not (out / "tiny.resume.npz").exists() and (out / "tiny.nc").exists()
 
 
+def test_an_edited_resume_file_is_refused_not_resumed(tmp_path, capsys):
+    """A running total edited by hand (header intact) resumed with exit 0 and wrong final numbers;
+    the resume file's checksum refuses it, naming the file and the way out."""
+    out = tmp_path / "out"
+    cfg = _config(tmp_path)
+    assert _simulate(cfg, "--out", out, "-q", "--stop-after-chunks", "2") == 130
+    path = out / "tiny.resume.npz"
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    key = next(k for k in arrays if k.endswith("/totals/fairness_regret"))
+    arrays[key] = arrays[key] + 1000.0
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    capsys.readouterr()
+    assert _simulate(cfg, "--out", out, "-q", "--resume") == 2
+    err = capsys.readouterr().err
+    assert f"cannot continue from {path}" in err and "checksum mismatch" in err and "--restart" in err
+    assert not (out / "tiny.nc").exists()
+    assert _simulate(cfg, "--out", out, "-q", "--restart") == 0
+
+
 def test_unwritable_output_folder_is_found_before_the_first_round(tmp_path, capsys, monkeypatch):
     sim = sys.modules["bayesfair.simulation.simulator"]  # (the package attribute is the function)
 
@@ -465,7 +486,8 @@ def test_a_signal_stops_a_running_study_saves_it_and_exits_with_its_code(tmp_pat
     fp, study, text = describe_resume(out / "tiny.resume.npz")
     assert study["horizon"] == 3_000_000 and "EG:" in text
     assert not (out / "tiny.nc").exists()
-    assert not [p for p in os.listdir(out) if p.startswith(".")]  # no temp files left
+    # no temp files left, nor the lock's owner file; the (empty) lock file stays by design
+    assert not [p for p in os.listdir(out) if p.startswith(".") and p != ".tiny.lock"]
 
 
 def test_a_second_signal_exits_at_once_even_inside_xla(tmp_path):

@@ -1,17 +1,68 @@
 """The one atomic-write helper: every file bayesfair writes (results, resume and saved-policy
-files, logs, reports, JSON summaries) goes through :func:`atomic_write`."""
+files, logs, reports, JSON summaries) goes through :func:`atomic_write`.
+
+A write that fails (disk full, read-only or vanished folder, quota) raises :class:`WriteError`,
+naming the file and the free space of its file system, and leaves the previous file as it was. A
+process killed in the middle of a write leaves its temp file (``.<name>.XXXXXXXX<suffix>``
+beside the target); :func:`leftover_temps` finds them for the next run to remove.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_temp", "atomic_write", "temp_name"]
+__all__ = ["atomic_temp", "atomic_write", "temp_name", "WriteError", "free_space", "format_bytes", "leftover_temps"]
 
 _RANDOM_CHARS = 8  # the random part tempfile.mkstemp puts between prefix and suffix
+
+
+class WriteError(OSError):
+    """A file could not be written (disk full, read-only folder, ...). ``str()`` names the file, the
+    reason and the free space of its file system; ``errno`` is the cause's (e.g. ``ENOSPC``)."""
+
+    def __init__(self, path: str | os.PathLike, cause: OSError, written: int | None = None):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.filename = str(path)
+        self.cause = cause
+        after = f" after {format_bytes(written)} of it" if written else ""
+        self.message = f"cannot write {path}: {cause.strerror or cause}{after} ({free_space(Path(path).parent)})"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def with_note(self, note: str) -> WriteError:
+        """The same error with ``note`` appended to its message (what was kept, how to continue)."""
+        out = WriteError(self.filename, self.cause)
+        out.message = f"{self.message}; {note}"
+        return out
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def free_space(folder: str | os.PathLike) -> str:
+    """``'680.0 KiB free of 1.5 MiB on the file system of <folder>'`` (of its nearest existing
+    ancestor when ``folder`` does not exist), for error messages."""
+    p = Path(folder)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        usage = shutil.disk_usage(p)
+    except OSError:
+        return f"free space on the file system of {p} unknown"
+    return f"{format_bytes(usage.free)} free of {format_bytes(usage.total)} on the file system of {p}"
 
 
 def _temp_parts(name: str) -> tuple[str, str]:
@@ -28,7 +79,9 @@ def temp_name(name: str) -> str:
 
 def atomic_temp(path: Path) -> str:
     """A new temp file next to ``path`` (same filesystem, so ``os.replace`` is atomic), with the
-    permissions a normal file would get (mkstemp creates it 0600)."""
+    permissions a normal file would get (mkstemp creates it 0600). Its name is
+    ``.<name>.XXXXXXXX<suffix>`` (:func:`temp_name`; :func:`leftover_temps` finds the ones a killed
+    process left)."""
     prefix, suffix = _temp_parts(path.name)
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent)
     os.close(fd)
@@ -56,22 +109,81 @@ def _check_target(path: Path) -> None:
                         f"({exc.strerror or exc})") from None
 
 
+def leftover_temps(path: str | os.PathLike) -> list[Path]:
+    """The temp files :func:`atomic_write` made for ``path`` and never renamed or removed (their
+    process was killed mid-write): ``.<name>.`` + 8 random characters (``tempfile``'s) + the suffix.
+    Only call this while no other process writes ``path``."""
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}{re.escape(_temp_parts(path.name)[1])}")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    return sorted(path.parent / n for n in names if pattern.fullmatch(n) and (path.parent / n).is_file())
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush the folder entry of a rename to disk (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def atomic_write(path: str | os.PathLike) -> Iterator[str]:
     """Write ``path`` atomically: yields the name of a temp file in the same folder (created with
     its parents if needed) for the caller to write; on success the temp file is flushed to disk
     (fsync) and renamed over ``path``; on any exception (KeyboardInterrupt included) it is removed
-    and ``path`` is left as it was (the previous file, or none), never truncated."""
+    and ``path`` is left as it was (the previous file, or none), never truncated.
+
+    Raises
+    ------
+    WriteError
+        (an ``OSError``) Creating, writing, flushing or renaming the file failed: the message names
+        ``path``, the reason and the free space.
+    """
     path = Path(path)
-    _check_target(path)
-    tmp = atomic_temp(path)
+    _check_target(path)  # a folder in the way, or no folder for it: an error naming the fix
     try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
+        tmp = atomic_temp(path)
+    except OSError as exc:
+        raise WriteError(path, exc) from exc
+    try:
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            yield tmp
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except WriteError:
+            raise
+        except OSError as exc:  # the caller's write into tmp, the fsync or the rename
+            written = _size(tmp)
+            _discard(tmp)  # first, so that the message gives the free space the failed write leaves
+            raise WriteError(path, exc, written) from exc
+        _fsync_folder(path.parent)
     finally:
+        _discard(tmp)
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _discard(tmp: str) -> None:
+    try:
         Path(tmp).unlink(missing_ok=True)
+    except OSError:  # e.g. the folder became read-only: the error being raised is the one to report
+        pass

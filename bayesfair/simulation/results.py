@@ -12,11 +12,23 @@ the netCDF round trip). :func:`read_results` checks both and raises :class:`Resu
 schema newer than this bayesfair supports, or a checksum mismatch (damaged data), instead of
 returning wrong numbers.
 
-Files written before these checks (no ``bayesfair_schema``, no ``bayesfair_checksum``) are
-*legacy*: they are read, with a ``UserWarning`` that they cannot be verified, if they hold the
-variables ``checkpoint``, ``fairness_regret`` and ``exposure`` and a ``versions`` attribute (JSON)
-naming bayesfair; any other file without ``bayesfair_schema`` is refused as foreign. Writing a
-legacy file again with :func:`write_results` adds the checksum.
+A file without both attributes (written before these checks, or with its attributes stripped) cannot
+be verified and is refused too; ``read_results(path, allow_unverified=True)`` (CLI ``--unverified``)
+reads it anyway, with a ``UserWarning``, if it holds the variables ``checkpoint``,
+``fairness_regret`` and ``exposure`` and a ``versions`` attribute (JSON) naming bayesfair (a
+*legacy* file); any other file without ``bayesfair_schema`` is refused as foreign. Writing a legacy
+file again with :func:`write_results` adds the checksum.
+
+Writing
+-------
+:func:`write_results` assembles the netCDF file in memory and writes its bytes with plain file I/O
+(:func:`bayesfair.core._atomic.atomic_write`: temp file, fsync, rename), so HDF5 never writes to the
+disk itself. When HDF5 writes a file and its close fails on a full disk (``ENOSPC`` while
+flushing), h5netcdf keeps the file marked open and closes it again when the object is garbage
+collected, on an HDF5 file the failed close half tore down: the process crashes (SIGSEGV). Written
+as bytes, a full disk or a read-only folder is an ordinary
+:class:`bayesfair.core._atomic.WriteError` naming the file and the free space, and the previous
+file stays as it was.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ from bayesfair.simulation.metric_parts import ResultContext
 __all__ = [
     "to_dataset", "write_results", "write_text", "read_results", "tidy", "versions", "git_revision",
     "summary_table", "exposure_table", "ResultsFileError", "RESULTS_SCHEMA", "results_checksum", "json_default",
-    "canonical_json",
+    "canonical_json", "arrays_checksum",
 ]
 
 SCALAR_METRICS = ("fairness_regret", "reward_regret", "regret", "reward")
@@ -302,6 +314,21 @@ def results_checksum(ds) -> str:
     return _CHECKSUM_PREFIX + h.hexdigest()
 
 
+def arrays_checksum(arrays: Any, tag: bytes) -> str:
+    """``"sha256:<hex>"`` of named arrays (a mapping), in name order: each array's name, exact dtype
+    and shape, then its values as :func:`results_checksum` hashes them (in blocks). ``tag`` names
+    the kind of file, so a checksum of one kind never verifies another. Used for resume and
+    saved-policy files (:mod:`bayesfair.workflow.persist`), whose header is one of the arrays."""
+    h = hashlib.sha256()
+    h.update(tag)
+    for name in sorted(arrays):
+        arr = np.asarray(arrays[name])
+        kind = _kind(arr)
+        _feed(h, json.dumps([str(name), arr.dtype.str, [int(n) for n in arr.shape], kind]).encode())
+        _feed_values(h, arr, kind)
+    return _CHECKSUM_PREFIX + h.hexdigest()
+
+
 def _stamped(ds):
     """A shallow copy of ``ds`` with ``bayesfair_schema`` and a fresh ``bayesfair_checksum``.
 
@@ -328,8 +355,17 @@ def write_results(ds, path: str | os.PathLike) -> Path:
     the attributes ``bayesfair_schema`` (:data:`RESULTS_SCHEMA`) and ``bayesfair_checksum``
     (:func:`results_checksum` of what is written), which :func:`read_results` verifies; stale
     values of both (a Dataset read from a file and changed) are replaced. ``ds`` itself is not
-    modified. Any other object with ``to_netcdf`` (an ArviZ ``DataTree``) is written as it is,
-    without schema or checksum.
+    modified. Any other object whose ``to_netcdf`` returns the file's bytes when given no path (an
+    xarray ``DataTree``, as ArviZ makes) is written as it is, without schema or checksum.
+
+    The file is assembled in memory (about its size on top of ``ds``) and its bytes written with
+    plain file I/O, so that HDF5 never writes to the disk itself (see the module docstring).
+
+    Raises
+    ------
+    bayesfair.core._atomic.WriteError
+        (an ``OSError``) The file could not be written (disk full, read-only folder, ...): the
+        message names it and the free space; the previous file is intact.
     """
     import xarray as xr
 
@@ -339,10 +375,24 @@ def write_results(ds, path: str | os.PathLike) -> Path:
         raise TypeError(f"write_results: expected an xarray.Dataset of results (from bayesfair.simulate, "
                         f"Study.run or read_results), got {_what(ds)}; a dict of arrays becomes one with "
                         "xarray.Dataset(...)")
+    data = ds.to_netcdf(engine="h5netcdf")  # no path: the whole file, in memory
+    if not isinstance(data, (bytes, memoryview)):
+        raise TypeError(f"write_results: {type(ds).__name__}.to_netcdf() returned {type(data).__name__}, not the "
+                        "file's bytes; give an xarray Dataset or DataTree")
     path = Path(path)
-    with atomic_write(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
+    try:
+        with atomic_write(path) as tmp:
+            _write_bytes(tmp, data)
+    finally:
+        if isinstance(data, memoryview):  # a view of xarray's buffer: let it go now, not when a traceback does
+            data.release()
     return path
+
+
+def _write_bytes(path: str, data: Any) -> None:
+    """Write ``data`` (bytes-like) to ``path`` with plain file I/O (OSError on a full disk)."""
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -399,13 +449,22 @@ def _names_bayesfair(versions_attr: Any) -> bool:
         return False
 
 
-def _verify(ds, path: Path) -> None:
+#: How to read a file that cannot be verified anyway (said in every such refusal).
+UNVERIFIED_HINT = ("to read it anyway, unverified, pass allow_unverified=True to read_results (bayesfair plot and "
+                   "report: --unverified); write it again with bayesfair.write_results to add them")
+
+
+def _verify(ds, path: Path, allow_unverified: bool = False) -> None:
     """Check schema and checksum of a loaded results Dataset (rules: module docstring)."""
     attrs = ds.attrs
     if SCHEMA_ATTR not in attrs:
         if CHECKSUM_ATTR in attrs:
             raise ResultsFileError(f"{path} is damaged: it has a {CHECKSUM_ATTR} but no {SCHEMA_ATTR} attribute")
         if all(v in ds.variables for v in LEGACY_VARIABLES) and _names_bayesfair(attrs.get("versions")):
+            if not allow_unverified:
+                raise ResultsFileError(
+                    f"{path} cannot be verified: it has no {SCHEMA_ATTR} and no {CHECKSUM_ATTR} attribute (written "
+                    f"before integrity checks, or its attributes were stripped); {UNVERIFIED_HINT}")
             warnings.warn(f"{path} was written before integrity checks; cannot verify its data (no {SCHEMA_ATTR}, "
                           f"no {CHECKSUM_ATTR}). Write it again with bayesfair.write_results to add them.",
                           UserWarning, stacklevel=3)
@@ -438,7 +497,7 @@ def _verify(ds, path: Path) -> None:
             "cannot be trusted: write it again from the source (or read it with verify=False at your own risk)")
 
 
-def read_results(path: str | os.PathLike, *, verify: bool = True):
+def read_results(path: str | os.PathLike, *, verify: bool = True, allow_unverified: bool = False):
     """Load a results file written by :func:`write_results`, fully into memory, and verify it.
 
     Parameters
@@ -448,6 +507,10 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
     verify : bool
         Check ``bayesfair_schema`` and ``bayesfair_checksum`` (default). ``False`` skips both
         (and the legacy warning) and returns whatever netCDF Dataset the file holds.
+    allow_unverified : bool
+        Read a bayesfair results file that has neither attribute (written before the checks, or
+        stripped: a *legacy* file, see the module docstring), with a ``UserWarning``; without
+        it such a file is refused. A file that has them is verified either way.
 
     Returns
     -------
@@ -461,14 +524,14 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
         No file at ``path``.
     ResultsFileError
         (a ``ValueError``) The file cannot be opened or loaded by h5netcdf; with ``verify``, also:
-        it is not a bayesfair results file (no ``bayesfair_schema``, and not legacy); its schema is
-        newer than :data:`RESULTS_SCHEMA`; or it is damaged (checksum missing or mismatched).
+        it is not a bayesfair results file (no ``bayesfair_schema``, and not legacy); it is a legacy
+        file and ``allow_unverified`` is not set; its schema is newer than :data:`RESULTS_SCHEMA`; or it
+        is damaged (checksum missing or mismatched).
 
     Warns
     -----
     UserWarning
-        A legacy file, written before the integrity checks (rule: module docstring): read but not
-        verified.
+        A legacy file (rule: module docstring) read with ``allow_unverified``: read but not verified.
     """
     import xarray as xr
 
@@ -490,7 +553,7 @@ def read_results(path: str | os.PathLike, *, verify: bool = True):
             raise ResultsFileError(f"{path} is damaged: reading its data failed ({type(exc).__name__}: {exc})") from exc
         raise _open_failure(path, exc) from exc
     if verify:
-        _verify(ds, path)
+        _verify(ds, path, allow_unverified)
     return ds
 
 

@@ -11,10 +11,12 @@ Commands
     write the results atomically; ``--resume`` continues an interrupted run from its last saved
     chunk boundary with exactly the numbers of an uninterrupted run. Sweeps run locally, or on
     Dask with ``--dask`` (a LocalCluster) or ``--scheduler ADDRESS``.
-``bayesfair plot RESULTS``
+``bayesfair plot RESULTS [--unverified]``
     Regret (mean over runs with a 10-90% band) and exposure figures, or the sweep figure.
-``bayesfair report RESULTS``
-    A markdown and an HTML summary (tables, configuration, figures embedded).
+``bayesfair report RESULTS [--unverified]``
+    A markdown and an HTML summary (tables, configuration, figures embedded). Both verify the
+    results file's schema and checksum; ``--unverified`` reads one without them (written before
+    the checks, or stripped).
 ``bayesfair fit RECIPE [ARGS ...]``
     Run a model recipe of ``models/`` (by name or path); ``bayesfair fit --list`` lists them.
 ``bayesfair list``
@@ -22,7 +24,9 @@ Commands
 
 Exit codes (every command; the table is in docs/workflow.md)
 -------------------------------------------------------------
-0 success; 1 runtime failure (a policy produced invalid values, a bug; the message names it);
+0 success; 1 runtime failure (a policy produced invalid values, a write failed on a full disk or
+a read-only folder, a bug; the message names it, and for a write the free space and the saved
+progress kept);
 2 bad input (bad arguments, invalid config, a policy that does not fit the environment, a
 missing, damaged or foreign input file, an output folder that would lose results or progress);
 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: a study saves its last chunk boundary for
@@ -52,6 +56,10 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2  # EXIT_INTERRUPTED 130, EXIT_TERMIN
 _EPILOG = ("exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, config, files, output "
            "folder), 130 interrupted by Ctrl-C, 143 by SIGTERM (the study's state is saved; continue with "
            "--resume; a second signal exits at once)")
+
+
+_UNVERIFIED_HELP = ("read a results file that has no integrity attributes (bayesfair_schema, bayesfair_checksum: "
+                    "written before the checks, or stripped) without verifying it (refused otherwise)")
 
 
 class UsageError(Exception):
@@ -143,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
     pl.add_argument("--out", type=Path, help="folder for the figures (default: the results' folder)")
     pl.add_argument("--logx", action="store_true", help="logarithmic round axis")
+    pl.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
     r = sub.add_parser("report", help="markdown + HTML summary of a results file", epilog=_EPILOG,
                        description="Write <name>.report.md and <name>.report.html: configuration, the "
@@ -151,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "HTML); and <name>.report.csv, the same numbers as a tidy table.")
     r.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
     r.add_argument("--out", type=Path, help="folder for the report (default: the results' folder)")
+    r.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
     f = sub.add_parser("fit", help="run a model recipe of models/", epilog=_EPILOG,
                        description="Run models/<RECIPE>.py (its main(argv) function) with the remaining "
@@ -374,12 +384,22 @@ def _results_file(path: Path) -> Path:
     return path
 
 
-def _load_results(path: Path) -> tuple[Path, Any]:
+def _load_results(path: Path, unverified: bool = False) -> tuple[Path, Any]:
+    import warnings
+
     from bayesfair.simulation import results as io
 
     path = _results_file(path)
     try:
-        return path, io.read_results(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = io.read_results(path, allow_unverified=unverified)
+        for w in caught:  # an unverified file read with --unverified: said as a line of its own
+            if issubclass(w.category, UserWarning) and "cannot verify" in str(w.message):
+                print(f"bayesfair: warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return path, ds
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path} as bayesfair results: {exc}") from None
 
@@ -392,7 +412,7 @@ def _figure_folder(args: argparse.Namespace, path: Path) -> Path:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    path, ds = _load_results(args.results)
+    path, ds = _load_results(args.results, args.unverified)
     folder = _figure_folder(args, path)
     for fig in write_figures(ds, folder, path.stem, logx=args.logx):
         print(f"wrote {fig}")
@@ -400,7 +420,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    path, ds = _load_results(args.results)
+    path, ds = _load_results(args.results, args.unverified)
     folder = _figure_folder(args, path)
     figures = write_figures(ds, folder, path.stem)
     md, page = write_report(ds, folder, path.stem, figures)
@@ -545,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
 
+    from bayesfair.core._atomic import WriteError
     from bayesfair.core.compat import IncompatibleError
     from bayesfair.datasets import DatasetError
     from bayesfair.simulation.results import ResultsFileError
@@ -568,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"\nbayesfair: interrupted{f' ({exc})' if str(exc) else ''}")
         sys.stderr.write("; continue with --resume\n" if args.command == "simulate" else "\n")
         return interrupts.exit_code
-    except SimulationError as exc:
+    except (SimulationError, WriteError) as exc:
         print(f"bayesfair: failed: {_message(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the documented exit code 1

@@ -15,22 +15,41 @@ Before a study (or sweep) plays its first round, :func:`preflight` checks its ou
   ``.csv``, ``<name>.regret.png`` and the other figures of :data:`FIGURE_KINDS`,
   ``<name>.log.csv``/``.parquet``) describe the results file next to them: when a new results
   file replaces another study's, they are removed (and listed); stale ones with no results file
-  beside them are refused unless ``overwrite=True``.
+  beside them are refused unless ``overwrite=True``;
+- a directory (or anything but a plain file) where the study writes its results, resume file or
+  per-round log is refused, ``overwrite`` or not (nothing would remove it, and the write at the
+  end of the study would fail);
+- (:func:`check_free_space`, called by the study when it will run) the folder's file system has
+  room for the study's first save (an estimate).
 
 Every refusal is an :class:`OutputError` (the CLI's exit code 2).
+
+While a study runs, :func:`study_lock` holds ``<folder>/.<name>.lock`` (a :mod:`filelock` lock; the
+owner's PID is in ``<folder>/.<name>.lock.pid``), so a second process writing the same study name in
+the same folder is refused at once; studies of other names share the folder freely. Under the lock,
+:func:`remove_leftover_temps` removes the temp files an interrupted write of the study left behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import filelock
+
+from bayesfair.core._atomic import format_bytes, leftover_temps
+
 __all__ = ["OutputError", "Preflight", "preflight", "check_writable", "config_diff", "derived_files",
-           "stored_study", "study_file_names", "check_name_limits"]
+           "stored_study", "study_file_names", "check_name_limits", "study_lock", "lock_file",
+           "remove_leftover_temps", "check_free_space"]
 
 
 class OutputError(ValueError):
@@ -50,6 +69,112 @@ def check_writable(folder: str | os.PathLike) -> Path:
     except OSError as exc:
         raise OutputError(f"cannot write into the output folder {folder}: {exc.strerror or exc}") from None
     return folder
+
+
+def check_free_space(folder: Path, need_bytes: int, what: str) -> None:
+    """Raise OutputError if the file system of ``folder`` has less than ``need_bytes`` free (for ``what``)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # no figure to compare: the writes themselves will report a full disk
+    if free < need_bytes:
+        raise OutputError(f"{folder} has {format_bytes(free)} free, but {what} needs about {format_bytes(need_bytes)}: "
+                          "make room, or write elsewhere with --out")
+
+
+def _refuse_non_files(paths: Iterable[Path]) -> None:
+    """Raise OutputError if one of ``paths`` exists but is not a plain file (e.g. a directory)."""
+    for p in paths:
+        if p.exists() and not p.is_file():
+            kind = "a directory" if p.is_dir() else "not a plain file"
+            raise OutputError(f"{p} is {kind}, where the study writes a file; it is not replaced, even with "
+                              "--overwrite: remove or rename it, or write elsewhere with --out")
+
+
+# ---------------------------------------------------------------------------------------------
+# one writer per study
+
+
+def lock_file(folder: Path, name: str) -> Path:
+    """The lock file of the study ``name`` in ``folder``: ``<folder>/.<name>.lock``."""
+    return folder / f".{name}.lock"
+
+
+def _owner_file(lock: Path) -> Path:
+    return lock.with_name(lock.name + ".pid")
+
+
+def _describe_owner(lock: Path) -> str:
+    try:
+        owner = json.loads(_owner_file(lock).read_text(encoding="utf-8"))
+        return f"PID {int(owner['pid'])} on {owner['host']}, since {owner['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "PID not recorded"
+
+
+@contextmanager
+def study_lock(folder: Path, name: str) -> Iterator[Path]:
+    """Hold the lock of the study ``name`` in ``folder`` (:func:`lock_file`) for the block.
+
+    Refused at once, with :class:`OutputError` naming the lock file and the owner's PID, when
+    another process holds it. The lock is the operating system's (``flock``, through
+    :mod:`filelock`): it ends with its process, however that ends. The lock file itself stays
+    (empty); the owner's PID is written beside it (``.<name>.lock.pid``) and removed on release.
+    """
+    path = lock_file(folder, name)
+    lock = filelock.FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise OutputError(f"another process ({_describe_owner(path)}) is writing the study {name!r} in {folder} "
+                          f"(it holds {path}); wait for it to finish, or write elsewhere with --out (studies of other "
+                          "names can share the folder)") from None
+    except OSError as exc:
+        raise OutputError(f"cannot lock the study {name!r} in {folder} ({path}): {exc.strerror or exc}") from None
+    owner = _owner_file(path)
+    try:
+        _write_owner(owner)
+        yield path
+    finally:
+        try:
+            owner.unlink(missing_ok=True)
+        finally:
+            lock.release()
+
+
+def _write_owner(owner: Path) -> None:
+    """Write this process's PID, host and start time to ``owner`` (for a refused second writer's message).
+    Best effort: without it the refusal says the PID is unknown; the lock holds either way."""
+    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+    try:
+        fd = os.open(owner, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def remove_leftover_temps(targets: Iterable[Path], say: Callable[[str], None] | None = None) -> list[Path]:
+    """Remove the temp files that interrupted writes of ``targets`` left
+    (:func:`bayesfair.core._atomic.leftover_temps`); ``say`` gets one line per file. Call it only
+    under the study's lock (:func:`study_lock`)."""
+    removed = []
+    for target in targets:
+        for p in leftover_temps(target):
+            try:
+                size = p.stat().st_size
+                p.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise OutputError(f"cannot remove {p}, left by an interrupted write of {target.name}: "
+                                  f"{exc.strerror or exc}; remove it by hand") from None
+            removed.append(p)
+            if say is not None:
+                say(f"removed {p} ({format_bytes(size)}), left by an interrupted write of {target.name}")
+    return removed
 
 
 def config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -217,16 +342,18 @@ class Preflight:
 
 def preflight(*, results: Path, resume_file: Path | None, fingerprint: str, config: Mapping[str, Any],
               resume: bool = False, restart: bool = False, overwrite: bool = False,
-              read_resume: Callable[[Path], tuple[str | None, Mapping[str, Any] | None, str]] | None = None
-              ) -> Preflight:
+              read_resume: Callable[[Path], tuple[str | None, Mapping[str, Any] | None, str]] | None = None,
+              others: Iterable[Path] = ()) -> Preflight:
     """Check the output folder of one study before it runs (see the module docstring).
 
     ``read_resume(path) -> (fingerprint, config, progress text)`` describes a resume file.
+    ``others`` are further files the study writes (the per-round log).
     Returns a :class:`Preflight`; raises :class:`OutputError` when the run would destroy something.
     """
     from bayesfair.simulation import results as io
 
     folder = check_writable(results.parent)
+    _refuse_non_files([results, *([resume_file] if resume_file is not None else []), *others])
     stem = results.stem
     derived = derived_files(folder, stem)
     have_resume = resume_file is not None and resume_file.is_file()
@@ -236,8 +363,8 @@ def preflight(*, results: Path, resume_file: Path | None, fingerprint: str, conf
             if read_resume is not None:
                 try:
                     progress = " (" + read_resume(resume_file)[2] + ")"
-                except (OSError, ValueError):
-                    progress = " (unreadable)"
+                except (OSError, ValueError) as exc:
+                    progress = f" (unreadable: {exc})"
             raise OutputError(f"{resume_file} holds the saved progress of an interrupted run{progress}; continue it "
                               "with --resume (Python: resume=True), or discard it with --restart (restart=True)")
     if have_resume and resume and read_resume is not None:

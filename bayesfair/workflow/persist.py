@@ -9,6 +9,11 @@ PRNG keys are stored as :func:`jax.random.key_data` and restored with
 :func:`jax.random.wrap_key_data`, so a restored policy makes exactly the draws the original would
 have made.
 
+A checksum (``__checksum__``: sha256 of the header and every array, see
+:func:`bayesfair.simulation.results.arrays_checksum`) is verified on every read, so a damaged or
+hand-edited file (a running total, a round number, a state value) is refused with an error naming
+it and what to do, never continued from; so is a header without one of its fields.
+
 The tree *structure* is not pickled: loading needs a template with the same structure (for a
 policy, ``policy.init`` traced with :func:`jax.eval_shape`; for a resume file, the simulator's
 fresh run state), and every leaf's path, shape and dtype must match it. A file from another
@@ -53,6 +58,21 @@ __all__ = [
 FORMAT_VERSION = 1
 POLICY_TAG = "bayesfair-policy"
 RESUME_TAG = "bayesfair-resume"
+CHECKSUM_KEY = "__checksum__"
+_CHECKSUM_TAG = b"bayesfair npz checksum 1\n"
+#: What to do about a resume or saved-policy file that fails its checks.
+_REMEDY = {
+    RESUME_TAG: "its saved progress cannot be trusted: restart the study (--restart; Python: restart=True) or "
+                "restore the file from a backup",
+    POLICY_TAG: "the saved policy cannot be trusted: restore the file from a backup or save the policy again "
+                "(load_policy(..., verify=False) skips the check at your own risk)",
+}
+#: Header fields every file of a kind has (checked after the checksum, so a missing one is named).
+_POLICY_FIELDS = ("policy_name", "policy_config", "recipe", "spec", "state_leaves", "batch", "key")
+_SPEC_FIELDS = ("n_arms", "group_of_arm", "n_groups", "n_features")
+_RESUME_FIELDS = ("fingerprint", "policies")
+_RESUME_POLICY_FIELDS = ("index", "carry", "next_round", "next_checkpoint", "seconds")
+_LEAF_FIELDS = ("path", "key_impl", "shape", "dtype")
 
 
 class PersistError(ValueError):
@@ -101,10 +121,28 @@ def flatten(tree: Any, prefix: str = "") -> tuple[dict[str, np.ndarray], list[di
     return arrays, meta
 
 
+def require_fields(entry: Any, fields: tuple[str, ...], what: str) -> None:
+    """Raise PersistError naming ``what`` and the first of ``fields`` that ``entry`` (a header table) lacks."""
+    if not isinstance(entry, Mapping):
+        raise PersistError(f"{what} is {type(entry).__name__}, not a table: the file was not written by bayesfair "
+                           "or was edited")
+    missing = [f for f in fields if f not in entry]
+    if missing:
+        raise PersistError(f"{what} has no field {missing[0]!r}" + (f" (nor {', '.join(map(repr, missing[1:]))})"
+                                                                    if missing[1:] else "")
+                           + ": the file was not written by this bayesfair or was edited")
+
+
 def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[str, Any]], prefix: str = "",
               *, what: str = "state") -> Any:
     """Rebuild a pytree with ``template``'s structure from :func:`flatten`'s output (checked leaf by leaf)."""
     leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    if not isinstance(meta, list):
+        raise PersistError(f"{what}: the header's list of arrays is {type(meta).__name__}, not a list")
+    for i, m in enumerate(meta):
+        require_fields(m, _LEAF_FIELDS, f"{what}: the header entry of array {i}")
+        if f"{prefix}{i}" not in arrays:
+            raise PersistError(f"{what}: array {prefix}{i} ({m['path']}) is missing from the file")
     if len(leaves) != len(meta):
         raise PersistError(f"{what}: the file has {len(meta)} arrays but the expected structure has {len(leaves)}; "
                            "it was saved for a different policy or configuration, or by another bayesfair development "
@@ -134,18 +172,44 @@ def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[s
     return jax.tree_util.tree_unflatten(treedef, [x for x in out])
 
 
+def npz_checksum(arrays: Mapping[str, np.ndarray]) -> str:
+    """The checksum :func:`write_npz` stores in ``__checksum__``: of every other array, the header included."""
+    from bayesfair.simulation.results import arrays_checksum
+
+    return arrays_checksum({k: v for k, v in arrays.items() if k != CHECKSUM_KEY}, _CHECKSUM_TAG)
+
+
 def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
-    """Write arrays and a JSON header to ``path`` atomically (temp file, fsync, rename)."""
+    """Write arrays, a JSON header and their checksum to ``path`` atomically (temp file, fsync,
+    rename); a failed write raises :class:`bayesfair.core._atomic.WriteError` and keeps the previous file."""
     from bayesfair.core._atomic import atomic_write
 
     path = Path(path)
+    if "__meta__" in arrays or CHECKSUM_KEY in arrays:
+        raise ValueError(f"array names __meta__ and {CHECKSUM_KEY} are reserved")
+    contents = {"__meta__": np.array(json.dumps(meta)), **{k: np.asarray(v) for k, v in arrays.items()}}
+    contents[CHECKSUM_KEY] = np.array(npz_checksum(contents))
     with atomic_write(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
+        np.savez(f, **contents)
     return path
 
 
-def read_npz(path: str | os.PathLike, tag: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read a file written by :func:`write_npz`, checking its format tag and version."""
+def _check_sum(path: Path, arrays: Mapping[str, np.ndarray], tag: str) -> None:
+    """Raise PersistError (naming ``path`` and what to do) unless the stored checksum matches."""
+    remedy = _REMEDY.get(tag, "the file cannot be trusted")
+    if CHECKSUM_KEY not in arrays:
+        raise PersistError(f"{path} has no checksum ({CHECKSUM_KEY}): it was written by a bayesfair without "
+                           f"checksums, or altered; {remedy}")
+    stored = str(arrays[CHECKSUM_KEY][()])
+    actual = npz_checksum(arrays)
+    if stored != actual:
+        raise PersistError(f"{path} is damaged or was edited: checksum mismatch (stored {stored}, its contents give "
+                           f"{actual}); {remedy}")
+
+
+def read_npz(path: str | os.PathLike, tag: str, *, verify: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read a file written by :func:`write_npz`, checking its format tag and version and (unless
+    ``verify=False``) its checksum. Returns ``(header, arrays)`` without the header and checksum arrays."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -156,10 +220,13 @@ def read_npz(path: str | os.PathLike, tag: str) -> tuple[dict[str, Any], dict[st
         raise PersistError(f"cannot read {path}: damaged or not a bayesfair file ({exc})") from None
     if "__meta__" not in arrays:
         raise IncompatibleFileError(f"{path} is not a bayesfair {tag} file (no header)")
+    header = arrays.pop("__meta__")
     try:
-        meta = json.loads(str(arrays.pop("__meta__")[()]))
+        meta = json.loads(str(header[()]))
     except json.JSONDecodeError as exc:
         raise PersistError(f"cannot read {path}: damaged header ({exc})") from None
+    if not isinstance(meta, dict):
+        raise PersistError(f"cannot read {path}: its header is {type(meta).__name__}, not a table")
     if meta.get("format") != tag:
         raise IncompatibleFileError(f"{path} is a {meta.get('format')!r} file, expected a {tag!r} file")
     version = meta.get("format_version")
@@ -168,6 +235,9 @@ def read_npz(path: str | os.PathLike, tag: str) -> tuple[dict[str, Any], dict[st
             f"{path} has format version {version} (written by bayesfair {meta.get('bayesfair', '?')}); "
             f"this bayesfair ({_version()}) reads format version {FORMAT_VERSION} only. "
             "Load it with the bayesfair version that wrote it, or run the study again.")
+    if verify:
+        _check_sum(path, {"__meta__": header, **arrays}, tag)
+    arrays.pop(CHECKSUM_KEY, None)
     return meta, arrays
 
 
@@ -218,7 +288,8 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
         The problem the policy was initialized for (``env.spec``).
     key : jax key, optional
         The key the caller will use for the next rounds (e.g. the per-run policy key of the
-        simulator); restored bit for bit.
+        simulator); restored bit for bit. A typed key (``jax.random.key``), not a raw ``uint32``
+        one (``jax.random.PRNGKey``), which could not be restored as the key it stands for.
     recipe : mapping, optional
         A registry spec (``{"name": "fairx_ts", "posterior": {...}, "merit": {...}}``) that
         rebuilds the policy, so :func:`load_policy` works without passing the policy.
@@ -226,11 +297,26 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
         Rounds played so far (stored for the caller).
     extra : mapping, optional
         Any JSON-able metadata.
+
+    Raises
+    ------
+    PersistError
+        ``state`` is not a state of ``policy``: its tree structure, a leaf's dtype (a typed PRNG
+        key where ``policy.init`` makes one included) or its shapes (with or without a leading
+        run axis) differ from ``policy.init``'s. Checked here, so that no file is written that
+        :func:`load_policy` cannot restore.
+    TypeError
+        ``policy`` is not a Policy, or ``key`` is not a typed PRNG key.
     """
     from bayesfair.policies.base import Policy
 
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a bayesfair Policy, got {type(policy).__name__}")
+    if key is not None and not _is_key(key):
+        raise TypeError(f"key must be a typed PRNG key (jax.random.key(seed), or split from one), got "
+                        f"{type(key).__name__} of dtype {getattr(key, 'dtype', '?')} and shape {np.shape(key)}: a raw "
+                        "uint32 key (jax.random.PRNGKey) is not restored as a key; convert it with "
+                        "jax.random.wrap_key_data(key)")
     batch = _batch_size(policy, spec, state)
     arrays, leaves = flatten(state, "state/")
     meta: dict[str, Any] = {
@@ -247,7 +333,7 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     return write_npz(path, arrays, meta)
 
 
-def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
+def load_policy(path: str | os.PathLike, policy: Any = None, *, verify: bool = True) -> SavedPolicy:
     """Load a file written by :func:`save_policy`.
 
     Parameters
@@ -256,6 +342,9 @@ def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
     policy : Policy, optional
         The policy to load the state into; its configuration must equal the saved one. If
         omitted, the policy is rebuilt from the saved registry recipe (an error if none was saved).
+    verify : bool
+        Check the file's checksum (default). ``False`` loads a file without one, or one that
+        fails it, at your own risk (its structure, shapes and dtypes are still checked).
 
     Returns
     -------
@@ -268,9 +357,12 @@ def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
     IncompatibleFileError
         The file has another format version or is not a saved policy.
     PersistError
-        The file is damaged, or the policy's configuration or state structure differs.
+        The file is damaged or was edited (checksum), its header lacks a field, or the policy's
+        configuration or state structure differs. The message names the file.
     """
-    meta, arrays = read_npz(path, POLICY_TAG)
+    meta, arrays = read_npz(path, POLICY_TAG, verify=verify)
+    require_fields(meta, _POLICY_FIELDS, f"{path}: the saved-policy header")
+    require_fields(meta["spec"], _SPEC_FIELDS, f"{path}: the saved-policy header's spec")
     spec = _spec_from_json(meta["spec"])
     if policy is None:
         if meta.get("recipe") is None:
@@ -293,7 +385,11 @@ def load_policy(path: str | os.PathLike, policy: Any = None) -> SavedPolicy:
                       what=f"{path}: policy state")
     state = jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, state)
     key = None
-    if meta.get("key") is not None:
+    if meta["key"] is not None:
+        if not isinstance(meta["key"], list) or len(meta["key"]) != 1:
+            raise PersistError(f"{path}: the saved-policy header's key is not one array entry: the file was not "
+                               "written by this bayesfair or was edited")
+        require_fields(meta["key"][0], _LEAF_FIELDS, f"{path}: the saved-policy header's key")
         shape = tuple(meta["key"][0]["shape"])
         template = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), int(np.prod(shape))).reshape(shape))
         key = unflatten(template, arrays, meta["key"], "key/", what=f"{path}: key")
@@ -308,18 +404,45 @@ def _state_template(policy: Any, spec: Any, batch: int | None) -> Any:
 
 
 def _batch_size(policy: Any, spec: Any, state: Any) -> int | None:
-    """None for a single state, n for states with a leading run axis of n; an error otherwise."""
-    want = [tuple(np.shape(x)) for x in jax.tree.leaves(_state_template(policy, spec, None))]
-    have = [tuple(np.shape(x)) for x in jax.tree.leaves(state)]
-    if len(want) != len(have):
-        raise PersistError(f"state has {len(have)} arrays but {policy.name}.init makes {len(want)}: "
+    """None for a single state, n for states with a leading run axis of n; an error (PersistError)
+    when ``state`` is not one of ``policy.init``'s: another tree structure, a leaf of another dtype
+    (a raw uint32 key where init makes a typed key), or other shapes."""
+    template = _state_template(policy, spec, None)
+    want_leaves = jax.tree_util.tree_flatten_with_path(template)[0]
+    have_leaves = jax.tree.leaves(state)
+    if len(want_leaves) != len(have_leaves):
+        raise PersistError(f"state has {len(have_leaves)} arrays but {policy.name}.init makes {len(want_leaves)}: "
                            "not a state of this policy")
+    if jax.tree.structure(state) != jax.tree.structure(template):
+        raise PersistError(f"state has the tree structure {jax.tree.structure(state)} but {policy.name}.init makes "
+                           f"{jax.tree.structure(template)}: not a state of this policy")
+    for (where, w), h in zip(want_leaves, have_leaves, strict=True):
+        _check_leaf_dtype(policy, _path_str(where), w, h)
+    want = [tuple(np.shape(x)) for _, x in want_leaves]
+    have = [tuple(np.shape(x)) for x in have_leaves]
     if have == want:
         return None
     if have and all(len(h) == len(w) + 1 and h[1:] == w for h, w in zip(have, want, strict=True)) and \
             len({h[0] for h in have}) == 1:
         return have[0][0]
     raise PersistError(f"state shapes {have} do not match {policy.name}.init's {want} (with or without a run axis)")
+
+
+def _check_leaf_dtype(policy: Any, where: str, want: Any, have: Any) -> None:
+    """A state leaf has the dtype ``policy.init`` gives it (typed keys where init makes keys)."""
+    if _is_key(want) != _is_key(have):
+        what = "a typed PRNG key" if _is_key(want) else "a plain array"
+        got = "a typed PRNG key" if _is_key(have) else f"a {np.asarray(have).dtype} array"
+        hint = " (a raw uint32 key? use jax.random.key, or wrap it with jax.random.wrap_key_data)" \
+            if _is_key(want) else ""
+        raise PersistError(f"state{where} is {got} but {policy.name}.init makes {what} there{hint}: not a state "
+                           "of this policy")
+    if _is_key(want):
+        return
+    want_dtype, have_dtype = np.dtype(want.dtype), np.dtype(getattr(have, "dtype", np.asarray(have).dtype))
+    if want_dtype != have_dtype:
+        raise PersistError(f"state{where} has dtype {have_dtype} but {policy.name}.init makes {want_dtype}: not a "
+                           "state of this policy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,6 +499,7 @@ class ResumeStore:
         self._dirty = False
         if resume and self.path.is_file():
             meta, arrays = read_npz(self.path, RESUME_TAG)
+            _check_resume_header(meta, self.path)
             if meta.get("fingerprint") != fingerprint:
                 raise PersistError(f"{self.path} belongs to a different study configuration (or bayesfair "
                                    "version, or per-round log setting); delete it or run without --resume "
@@ -401,10 +525,19 @@ class ResumeStore:
                     raise PersistError(f"{self.path}: {name} {kind} {metric!r} missing or of another shape")
                 dest[metric] = np.array(arrays[key])
         t0, ci, seconds = int(pm["next_round"]), int(pm["next_checkpoint"]), float(pm["seconds"])
+        self._check_progress(name, t0, ci, values)
         self.restored_from[name] = t0
         self.latest[name] = {"carry": new_carry, "values": new_values, "totals": dict(new_totals), "t0": t0,
                              "ci": ci, "seconds": seconds, "index": idx}
         return new_carry, new_values, new_totals, t0, ci, seconds
+
+    def _check_progress(self, name: str, t0: int, ci: int, values: dict) -> None:
+        """The saved next round lies in [1, horizon + 1] and the next checkpoint in [0, checkpoints]."""
+        horizon = self.study.get("horizon") if isinstance(self.study, Mapping) else None
+        n_values = len(next(iter(values.values()))[0]) if values else 0
+        if t0 < 1 or (horizon is not None and t0 > horizon + 1) or not 0 <= ci <= n_values:
+            raise PersistError(f"{self.path}: {name} has next round {t0} and next checkpoint {ci}, outside the "
+                               f"study (horizon {horizon}, {n_values} checkpoints); {_REMEDY[RESUME_TAG]}")
 
     def chunk_done(self, name: str, carry: Any, values: dict, totals: dict, t0: int, ci: int,
                    seconds: float, finished: bool | None = None) -> None:
@@ -463,13 +596,23 @@ class ResumeStore:
         self.path.unlink(missing_ok=True)
 
 
+def _check_resume_header(meta: Mapping[str, Any], path: Any) -> None:
+    """The fields every resume header has (PersistError naming the file and the field otherwise)."""
+    require_fields(meta, _RESUME_FIELDS, f"{path}: the resume header")
+    if not isinstance(meta["policies"], Mapping):
+        raise PersistError(f"{path}: the resume header's policies are not a table; {_REMEDY[RESUME_TAG]}")
+    for name, pm in meta["policies"].items():
+        require_fields(pm, _RESUME_POLICY_FIELDS, f"{path}: the resume header of policy {name!r}")
+
+
 def describe_resume(path: str | os.PathLike) -> tuple[str | None, dict[str, Any] | None, str]:
     """``(fingerprint, study config, progress text)`` of a resume file (for messages)."""
     meta, _ = read_npz(path, RESUME_TAG)
+    _check_resume_header(meta, path)
     study = meta.get("study")
     horizon = study.get("horizon") if isinstance(study, dict) else None
     parts = []
-    for name, pm in meta.get("policies", {}).items():
+    for name, pm in meta["policies"].items():
         done = int(pm["next_round"]) - 1
         parts.append(f"{name}: {done:,}" + (f" of {horizon:,} rounds" if horizon else " rounds"))
     text = ("saved " + str(meta.get("saved", "?")) + "; " + ", ".join(parts)) if parts else "no rounds saved"
@@ -485,4 +628,5 @@ def run_with_store(fn: Callable[[], Any], store: ResumeStore) -> Any:
         raise
 
 
-__all__ += ["flatten", "unflatten", "write_npz", "read_npz", "run_with_store", "describe_resume"]
+__all__ += ["flatten", "unflatten", "write_npz", "read_npz", "npz_checksum", "require_fields", "run_with_store",
+            "describe_resume"]

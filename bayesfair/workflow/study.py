@@ -312,10 +312,19 @@ class Study:
         ``<out>/<name>.resume.npz`` (every ``[resume]`` chunks/seconds, when a policy finishes and on
         Ctrl-C); the file is removed once the results are written.
 
-        Before the first round the output folder is checked (:func:`bayesfair.workflow.outputs.preflight`):
-        it must be writable; results of a *different* study are not replaced without
-        ``overwrite``; saved progress is not discarded without ``restart``; reports and figures of
-        replaced results are removed. Refusals raise :class:`bayesfair.workflow.outputs.OutputError`.
+        The whole call holds the study's lock in the output folder
+        (:func:`bayesfair.workflow.outputs.study_lock`): a second process writing a study of the same
+        name there is refused at once. Under it, temp files that an interrupted write of this study
+        left are removed (each named through ``say``). Before the first round the output folder is
+        checked (:func:`bayesfair.workflow.outputs.preflight`): it must be writable and have room for
+        the first save (:meth:`first_save_bytes`); a directory where a file of the study goes is
+        refused; results of a *different* study are not replaced without ``overwrite``; saved
+        progress is not discarded without ``restart``; reports and figures of replaced results are
+        removed. Refusals raise :class:`bayesfair.workflow.outputs.OutputError`.
+
+        A write that fails during the run (disk full, read-only folder) raises
+        :class:`bayesfair.core._atomic.WriteError` naming the file, the free space and the progress
+        kept in the resume file (the last save that succeeded), which ``resume=True`` continues.
 
         Parameters
         ----------
@@ -339,10 +348,7 @@ class Study:
         say : callable, optional
             Receives notes (replaced results, removed reports, discarded progress).
         """
-        from bayesfair.simulation import results as io
-        from bayesfair.workflow.logs import write_log
-        from bayesfair.workflow.outputs import OutputError, preflight
-        from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
+        from bayesfair.workflow.outputs import check_writable, study_lock
 
         say = say or (lambda msg: None)
         enabled = self.config["log"]["enabled"] if log is None else bool(log)
@@ -352,21 +358,57 @@ class Study:
             return dataclasses.replace(self, config=cfg).execute(
                 None, progress=progress, resume=resume, restart=restart, overwrite=overwrite, log=None,
                 stop_after_chunks=stop_after_chunks, every_chunks=every_chunks, every_seconds=every_seconds, say=say)
+        folder = check_writable(self.output)
+        with study_lock(folder, self.name):
+            return self._execute_locked(progress, resume, restart, overwrite, stop_after_chunks, every_chunks,
+                                        every_seconds, say)
+
+    def log_files(self) -> list[Path]:
+        """Where :meth:`execute` may write the per-round log (CSV or parquet, chosen on write)."""
+        log = self.paths()["log"]
+        return [log.with_name(f"{log.name}.{ext}") for ext in ("csv", "parquet")]
+
+    def written_files(self) -> list[Path]:
+        """Every file :meth:`execute` writes: results, resume file, per-round log (either format)."""
+        paths = self.paths()
+        return [paths["results"], paths["resume"], *self.log_files()]
+
+    def first_save_bytes(self) -> int:
+        """An estimate (from below) of the resume file's size at its first save: one policy's values,
+        float64 at every checkpoint of every run, of the default metrics (2 per arm, 1 per group and
+        4 scalars) or of one value per component named in ``metrics``."""
+        spec = self.env.spec
+        names = self.config["metrics"]
+        width = 2 * spec.n_arms + spec.n_groups + 4 if names is None else len(names)
+        return 8 * self.runs * (self.checkpoints.size + 1) * width
+
+    def _execute_locked(self, progress, resume, restart, overwrite, stop_after_chunks, every_chunks, every_seconds,
+                        say) -> StudyOutput:
+        """:meth:`execute`'s work, under the study's lock."""
+        from bayesfair.core._atomic import WriteError
+        from bayesfair.simulation import results as io
+        from bayesfair.workflow.logs import write_log
+        from bayesfair.workflow.outputs import OutputError, check_free_space, preflight, remove_leftover_temps
+        from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
+
         paths = self.paths()
         too_long = check_name_limits(paths["results"].parent, self.name)
         if too_long is not None:
             raise OutputError(f"cannot write the study {self.name!r} into {paths['results'].parent}: {too_long[1]}")
         fp = self.fingerprint()
+        remove_leftover_temps(self.written_files(), say)
         pre = preflight(results=paths["results"], resume_file=paths["resume"], fingerprint=fp, config=self.config,
-                        resume=resume, restart=restart, overwrite=overwrite, read_resume=describe_resume)
+                        resume=resume, restart=restart, overwrite=overwrite, read_resume=describe_resume,
+                        others=self.log_files() if self.config["log"]["enabled"] else ())
         if pre.done is not None:
             return StudyOutput(paths["results"], None, pre.done, True)
+        check_free_space(paths["results"].parent, self.first_save_bytes(), "the first save of the study's progress")
         for note in pre.notes:
             say(note)
         if restart and not resume and paths["resume"].exists():
             paths["resume"].unlink()
             say(f"discarded the saved progress {paths['resume']} (--restart)")
-        round_log = self.make_log() if enabled else None
+        round_log = self.make_log() if self.config["log"]["enabled"] else None
         rcfg = self.config["resume"]
         store = ResumeStore(
             paths["resume"], fp, resume=resume, extra=round_log, stop_after_chunks=stop_after_chunks,
@@ -375,14 +417,38 @@ class Study:
             study=self.config,
         )
         resumed = bool(store.saved)
-        ds = run_with_store(lambda: self.run(progress, checkpointer=store, round_log=round_log), store)
-        io.write_results(ds, paths["results"])
+        if resume and not resumed:
+            say(f"no saved progress in {paths['resume']}: starting from the first round")
+        try:
+            ds = run_with_store(lambda: self.run(progress, checkpointer=store, round_log=round_log), store)
+            io.write_results(ds, paths["results"])
+        except WriteError as exc:
+            raise exc.with_note(_kept_progress(paths["resume"])) from exc
         pre.remove_stale(say)
         log_path = None
         if round_log is not None:
-            log_path = write_log(round_log.to_frame(), paths["log"], self.config["log"]["format"])
+            try:
+                log_path = write_log(round_log.to_frame(), paths["log"], self.config["log"]["format"])
+            except WriteError as exc:
+                raise exc.with_note(f"the results are in {paths['results']}; "
+                                    + _kept_progress(paths["resume"])) from exc
         store.remove()
         return StudyOutput(paths["results"], log_path, ds, resumed)
+
+
+def _kept_progress(resume: Path) -> str:
+    """What a failed write leaves to continue from (for its error message)."""
+    from bayesfair.workflow.persist import describe_resume
+
+    if not resume.is_file():
+        return (f"no progress was saved ({resume} was never written): make room (or make the folder writable), then "
+                "run the study again")
+    try:
+        text = describe_resume(resume)[2]
+    except (OSError, ValueError) as exc:
+        return f"the saved progress {resume} cannot be read ({exc})"
+    return (f"the last saved progress is kept in {resume} ({text}): make room (or make the folder writable), then "
+            "continue with --resume (Python: resume=True)")
 
 
 # ---------------------------------------------------------------------------------------------

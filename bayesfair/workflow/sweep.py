@@ -362,16 +362,27 @@ class Sweep:
         With ``resume``, points whose file exists and matches are not run again (and locally a
         point interrupted half-way continues from its resume file). ``restart`` and ``overwrite``
         are as for :meth:`bayesfair.workflow.config.Study.execute`, for the combined file and every point;
-        the output folders are checked before any point runs.
+        the output folders are checked before any point runs. The whole call holds the sweep's lock
+        in its folder (:func:`bayesfair.workflow.outputs.study_lock`; each point run here also holds
+        its own), and temp files that interrupted writes of the sweep left are removed first.
         """
+        from bayesfair.workflow.outputs import check_writable, study_lock
+
+        paths = self.paths(out)
+        with study_lock(check_writable(paths["results"].parent), self.name):
+            return self._execute_locked(paths, progress, resume, restart, overwrite, client, stop_after_chunks,
+                                        report or (lambda msg: None))
+
+    def _execute_locked(self, paths, progress, resume, restart, overwrite, client, stop_after_chunks, say) -> Any:
+        """:meth:`execute`'s work, under the sweep's lock."""
         from bayesfair.simulation import results as io
-        from bayesfair.workflow.outputs import OutputError, preflight
+        from bayesfair.workflow.outputs import OutputError, preflight, remove_leftover_temps
         from bayesfair.workflow.persist import describe_resume
         from bayesfair.workflow.study import StudyOutput
 
-        say = report or (lambda msg: None)
-        paths = self.paths(out)
         folder = paths["points"]
+        point_files = [p.paths(folder)[kind] for p in self.points for kind in ("results", "resume")]
+        remove_leftover_temps([paths["results"], *point_files], say)
         pre = preflight(results=paths["results"], resume_file=None, fingerprint=self.fingerprint(),
                         config={**self.config, "fingerprint": self.fingerprint()}, resume=False, overwrite=overwrite)
         for note in pre.notes:

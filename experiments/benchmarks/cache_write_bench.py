@@ -62,7 +62,7 @@ def _need_filelock() -> None:
 
     if importlib.util.find_spec("filelock") is None:
         raise RuntimeError("cache_write_bench.py times JAX's own cache-size bound, which needs the filelock package "
-                           "(pip install filelock; it is in bayesfair's test extras)")
+                           "(pip install filelock; bayesfair itself depends on it)")
 
 
 def write_cost(entries: list[int], writes: int = 20) -> list[dict]:
