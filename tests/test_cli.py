@@ -230,10 +230,13 @@ def test_sweep_on_dask_then_plot_and_report_end_to_end(tmp_path, capsys):
     assert "data:image/png;base64," in (out / "tsw.report.html").read_text()
 
 
-def test_list_shows_every_description_whole(capsys):
-    """`bayesfair list` wraps descriptions at word boundaries instead of cutting them."""
+@pytest.mark.parametrize("columns", [60, 83, 110, 140])
+def test_list_shows_every_description_whole(capsys, monkeypatch, columns):
+    """`bayesfair list` wraps descriptions at word boundaries (not inside hyphenated words such as
+    "group-bias") instead of cutting them, at any terminal width."""
     from bayesfair.workflow import registry
 
+    monkeypatch.setenv("COLUMNS", str(columns))
     assert cli.main(["list"]) == 0
     flat = " ".join(capsys.readouterr().out.split())
     rows = [r for r in registry.table() if r["available"]]

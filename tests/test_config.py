@@ -240,7 +240,7 @@ def test_every_posterior_family_is_declared_or_listed_as_python_only(capsys):
     declared = set(registry.names("posterior"))
     assert families - declared == set(PYTHON_ONLY_POSTERIORS)
     assert main(["list", "posteriors"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert out.count("(Python only:") == len(PYTHON_ONLY_POSTERIORS)
     err = _error(_with("policies.X", {"name": "thompson", "posterior": {"name": "hierarchical_logit_normal"}}))
     assert err.path == "policies.X.posterior.name" and "available from Python only: an MCMC-fallback" in str(err)

@@ -259,7 +259,7 @@ def test_from_simulation_with_states_and_plots(merit):
     post = bf.beta_bernoulli()
     pols = {"BF-TS": bf.bf_ts([0.2, 0.2], merit, post), "uniform": bf.uniform()}
     ds, states = dg.simulate_with_states(3, env, pols, 60, 2, merit=merit, chunk_size=25,
-                                         group_floors=[0.2, 0.2], checkpoints=[10, 30, 60])
+                                         floors=[0.2, 0.2], checkpoints=[10, 30, 60])
     stats = states["BF-TS"].stats
     assert np.asarray(stats.alpha).shape == (2, K)
     # the captured state is the state after round T: alpha + beta - 2 = N_a,T, the recorded pulls

@@ -149,7 +149,7 @@ def test_bilevel_regret_function_shapes_and_zero_for_the_optimal_policy():
         np.testing.assert_allclose(v, 0.0, atol=1e-9)
 
 
-@pytest.mark.parametrize("keyword", ["floors", "group_floors"])  # group_floors: the deprecated name
+@pytest.mark.parametrize("keyword", ["floors"])
 def test_floors_validation(keyword):
     env = bf.bernoulli_arms([0.2, 0.5, 0.7], groups=[0, 0, 1])
     pol = {"UCB": bf.ucb1()}

@@ -346,7 +346,7 @@ def mcmc_posterior(
     rewards: str | None = None,
     **settings: Any,
 ) -> Posterior:
-    """A per-arm :class:`~bayesfair.posteriors.Posterior` refreshed by NUTS (the MCMC fallback).
+    """A per-arm posterior family refreshed by NUTS (the MCMC fallback).
 
     ``fairx_ts(posterior, merit)``, ``bf_ts(beta, merit, posterior)`` and the other TS policies
     use it unchanged: ``update`` appends to the history and refreshes every ``refresh_every``

@@ -526,10 +526,11 @@ def run_list(args: argparse.Namespace) -> int:
         col = max(len(r["name"]) for r in sel) + 4
         for r in sel:
             text = r["doc"] if r["available"] else f"not available: {r['reason']}"
-            lines = textwrap.wrap(text, width - col) or [""]  # whole words, nothing cut
+            lines = textwrap.wrap(text, width - col, break_on_hyphens=False,
+                                  break_long_words=False) or [""]  # whole words, nothing cut
             if r["available"] and r["params"]:
                 lines += textwrap.wrap(f"params: {r['params']}", width - col, initial_indent="  ",
-                                       subsequent_indent="    ")
+                                       subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
             print(f"  {r['name']:<{col - 2}}{lines[0]}")
             for line in lines[1:]:
                 print(f"{'':<{col}}{line}")
