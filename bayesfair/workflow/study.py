@@ -25,6 +25,7 @@ from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS
 from bayesfair.policies.base import check_select
 from bayesfair.simulation.results import canonical_json
 from bayesfair.workflow import registry
+from bayesfair.workflow.outputs import output_folder
 from bayesfair.workflow.registry import ConfigError, Param, check_value
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
@@ -203,7 +204,7 @@ class Study:
 
     @property
     def output(self) -> Path:
-        return Path(self.config["output"])
+        return output_folder(self.config["output"])
 
     def fingerprint(self, *, log: bool | None = None) -> str:
         """Hash of everything that determines the numbers (not the output folder or cadence)."""
@@ -216,7 +217,7 @@ class Study:
 
     def paths(self, out: str | os.PathLike | None = None) -> dict[str, Path]:
         """Where :meth:`execute` writes: ``results``, ``resume`` and ``log`` (suffix chosen on write)."""
-        folder = Path(out) if out is not None else self.output
+        folder = output_folder(out) if out is not None else self.output
         return {"results": folder / f"{self.name}.nc", "resume": folder / f"{self.name}.resume.npz",
                 "log": folder / f"{self.name}.log"}
 

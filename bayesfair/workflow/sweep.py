@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bayesfair.workflow.outputs import output_folder
 from bayesfair.workflow.study import ConfigError, Study, parse_config, set_path
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "coordinate", "MAX_POINTS"]
@@ -202,7 +203,7 @@ class Sweep:
 
     def paths(self, out: str | os.PathLike | None = None) -> dict[str, Path]:
         """``results`` (combined) and ``points`` (folder of point files)."""
-        folder = Path(out) if out is not None else self.output
+        folder = output_folder(out) if out is not None else self.output
         return {"results": folder / f"{self.name}.nc", "points": folder / f"{self.name}.points"}
 
     def fingerprint(self) -> str:
