@@ -127,6 +127,29 @@ def test_usage_and_config_errors_exit_2(tiny_config, tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_an_empty_output_folder_is_refused(tiny_config, tmp_path, monkeypatch, capsys):
+    """``Path("")`` is the current folder: ``simulate --out ''`` wrote ./tiny.nc with exit 0. An
+    empty (or blank) folder name is refused everywhere, before anything runs."""
+    from bayesfair.workflow.config import load_config
+    from bayesfair.workflow.outputs import OutputError
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["simulate", str(tiny_config), "--out", ""], ["simulate", str(tiny_config), "--out", "  "],
+                 ["demo", "--out", ""], ["plot", "x.nc", "--out", ""], ["report", "x.nc", "--out", ""]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2, argv
+        assert "argument --out: must name a folder" in capsys.readouterr().err
+    empty = tmp_path / "empty.toml"  # the config's own output, and an override of it
+    empty.write_text(TINY.replace('name = "tiny"', 'name = "tiny"\noutput = ""'))
+    assert cli.main(["simulate", str(empty), "-q"]) == 2
+    assert "output: must not be empty" in capsys.readouterr().err
+    assert cli.main(["simulate", str(tiny_config), "--set", 'output=""', "-q"]) == 2
+    with pytest.raises(OutputError, match="the output folder is empty"):  # in Python
+        load_config(tiny_config).execute("")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.toml", "tiny.toml"]
+
+
 @pytest.mark.parametrize("command", ["simulate", "plot", "report", "fit", "list", "demo"])
 def test_help_everywhere(command, capsys):
     with pytest.raises(SystemExit) as exc:

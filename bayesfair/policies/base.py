@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayesfair.core.types import Observation, Spec
 from bayesfair.posteriors.base import prior_marker
 
-__all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "posterior_requires"]
+__all__ = ["Policy", "CountState", "init_counts", "update_counts", "empirical_mean", "posterior_requires",
+           "check_select"]
 
 
 class _PolicyFields(NamedTuple):
@@ -54,8 +56,11 @@ class Policy(_PolicyFields):
         ``init(key, spec: Spec) -> state``.
     select : callable
         ``select(key, state, obs: Observation) -> (action, probs, info)``: ``action`` is an
-        int32 scalar, ``probs`` the full selection distribution pi_t ``[K]`` the action was drawn
-        from (one-hot for deterministic choices), ``info`` a dict of extra arrays. Jitted.
+        int32 scalar in ``0..K-1``, ``probs`` the full selection distribution pi_t ``[K]`` (float)
+        the action was drawn from (one-hot for deterministic choices; so ``probs[action] > 0``),
+        ``info`` a dict of extra arrays. Jitted. The simulator checks the shapes and dtypes once,
+        when it traces the policy (:func:`check_select`), and the values every round (an error
+        names the policy, the run and the round).
     update : callable
         ``update(state, obs, action, reward) -> state``. Jitted.
     name : str
@@ -83,6 +88,50 @@ class Policy(_PolicyFields):
     @classmethod
     def _make(cls, iterable: Any) -> Policy:  # used by _replace: jit replaced functions too
         return cls(*iterable)
+
+
+def _dtype(x: Any) -> Any:
+    """The dtype of an array (traced or concrete) or of a Python number; None for anything else."""
+    if isinstance(x, (bool, int, float, complex)):
+        return np.asarray(x).dtype
+    return getattr(x, "dtype", None)
+
+
+def _kind(x: Any) -> str:
+    """``dtype float32 shape (3,)`` of an array or a Python number, else ``a <type>``."""
+    dtype = _dtype(x)
+    if dtype is None:
+        return f"a {type(x).__name__}"
+    return f"dtype {dtype} shape {tuple(np.shape(x))}"
+
+
+def check_select(out: Any, n_arms: int, who: str) -> tuple[Any, Any, Any]:
+    """The outputs of a policy's ``select`` as documented (:class:`Policy`), checked on their
+    shapes and dtypes (so at trace time, once per compiled program): ``(action, probs, info)``
+    with ``action`` an integer scalar, ``probs`` a float vector ``[n_arms]`` (one entry per
+    candidate of the round) and ``info`` a dict (or None). Returns the three outputs.
+
+    ``who`` names the policy in the messages (e.g. ``"policy 'mine'"``). Raises TypeError for a
+    wrong dtype or type, ValueError for a wrong shape. The values (an action in ``0..n_arms-1``,
+    pi_t a probability vector with mass on the action) are known only once computed: the
+    simulator checks them every round.
+    """
+    if not isinstance(out, tuple) or len(out) != 3:
+        got = f"a tuple of {len(out)}" if isinstance(out, tuple) else _kind(out)
+        raise TypeError(f"{who} select returned {got}; expected a tuple (action, probs, info)")
+    action, probs, info = out
+    for what, x, kind, shape, expected in (
+            ("an action", action, jnp.integer, (), "an integer scalar (the arm index)"),
+            ("probs", probs, jnp.floating, (n_arms,),
+             f"a float vector of shape ({n_arms},) (pi_t, one probability per candidate)")):
+        dtype = _dtype(x)
+        if dtype is None or not jnp.issubdtype(dtype, kind):
+            raise TypeError(f"{who} select returned {what} of {_kind(x)}; expected {expected}")
+        if tuple(np.shape(x)) != shape:
+            raise ValueError(f"{who} select returned {what} of {_kind(x)}; expected {expected}")
+    if info is not None and not isinstance(info, Mapping):
+        raise TypeError(f"{who} select returned info of {_kind(info)}; expected a dict of arrays (or None)")
+    return action, probs, info
 
 
 class CountState(NamedTuple):

@@ -48,7 +48,7 @@ from bayesfair.core.compat import check_policy_fits
 from bayesfair.core.merit import Merit, resolve_merit
 from bayesfair.environments.base import Environment, check_instances, reset_run, run_means
 from bayesfair.environments.prior import check_prior_match
-from bayesfair.policies.base import Policy
+from bayesfair.policies.base import Policy, check_select
 from bayesfair.posteriors.mcmc import warn_failed_refreshes
 from bayesfair.simulation import results as io
 from bayesfair.simulation.metric_parts import (
@@ -70,11 +70,17 @@ __all__ = ["simulate", "checkpoint_grid", "RunCarry", "SimulationOutput", "Simul
 _MAX_SLOTS = 64  # checkpoints recorded per chunk call (a chunk is cut short if it would hold more)
 _NO_ROUND = np.iinfo(np.int32).max
 _SUM_TOL = 1e-3  # |sum_a pi_t(a) - 1| above this is reported as an invalid selection distribution
+# What the rounds are checked for (RunCarry.invalid keeps the first failing round of each, per run; on
+# a tie the first listed is reported): the action is an arm of the round, pi_t is a probability
+# vector and the reward is finite, pi_t gives the action a positive probability.
+_CHECKS = ("action", "distribution", "support")
 _FNS = TraceCache(maxsize=16)  # jitted (init, chunk) functions of recent calls, see _chunk_fns
 
 
 class SimulationError(RuntimeError):
-    """A policy produced a non-finite selection distribution or reward during a simulation."""
+    """A policy played an invalid round during a simulation: an action that is no arm, a selection
+    distribution that is not a probability vector or puts no mass on the action, a non-finite reward
+    or metric."""
 
 
 class RunCarry(NamedTuple):
@@ -86,7 +92,7 @@ class RunCarry(NamedTuple):
     policy_key: jax.Array
     acc: dict[str, jax.Array]
     metric_state: tuple = ()  # one state per metric component (None for stateless ones)
-    invalid: jax.Array | None = None  # int32: first round with a non-finite pi_t or reward (_NO_ROUND if none)
+    invalid: jax.Array | None = None  # int32 [len(_CHECKS)]: first round failing each check (_NO_ROUND if none)
 
 
 class SimulationOutput(NamedTuple):
@@ -173,16 +179,24 @@ def _member_of(rnd_groups: Any, static_member: jax.Array, n_groups: int) -> jax.
     return jax.nn.one_hot(jnp.asarray(rnd_groups, jnp.int32), n_groups, dtype=jnp.float32)
 
 
-def _probe(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
+def _who(name: str | None, policy: Policy) -> str:
+    """How messages name a policy: its label in the study, and its own name if that differs."""
+    return f"policy {policy.name!r}" if name in (None, policy.name) else f"policy {name!r} ({policy.name})"
+
+
+def _probe(env: Environment, policy: Policy, name: str | None = None) -> tuple[Any, Any, Any]:
     """One round traced (no compute): the shapes of the environment's ``Round.extra`` and the
     policy's ``info["track"]``, and which leaves of the policy state are *run-invariant* (see
-    :func:`_run_invariant`)."""
+    :func:`_run_invariant`). The outputs of ``select`` are checked against the documented shapes
+    and dtypes here (:func:`bayesfair.policies.base.check_select`, naming the policy as ``name``),
+    before anything uses them."""
 
     def one(env_key, policy_key, run):
         params = reset_run(env, env_key, run)
         state = policy.init(policy_key, env.spec)
         rnd = env.step(env_key, params, jnp.int32(1))
-        action, _, info = policy.select(policy_key, state, rnd.obs)
+        out = policy.select(policy_key, state, rnd.obs)
+        action, _, info = check_select(out, env.spec.n_arms, _who(name, policy))
         new_state = policy.update(state, rnd.obs, action, rnd.reward[action])
         return (rnd.extra, policy_track(info, state)), state, new_state
 
@@ -194,19 +208,20 @@ def _probe(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
 _PROBES = TraceCache(maxsize=128)  # _probe's answers of recent (environment, policy) pairs (a sweep's points)
 
 
-def _probe_cached(env: Environment, policy: Policy) -> tuple[Any, Any, Any]:
+def _probe_cached(env: Environment, policy: Policy, name: str | None = None) -> tuple[Any, Any, Any]:
     """:func:`_probe`, reused for the same environment and policy (the memory estimate traces the
     round a study's first chunk function traces again)."""
     precision = jax.dtypes.canonicalize_dtype(np.float64).name
     with _TRACE_LOCK:  # tracing is Python (numpyro's handler stack is a module global): one thread at a time
-        out, _ = _PROBES.get((env, policy, precision), lambda: _probe(env, policy))
+        out, _ = _PROBES.get((env, policy, precision), lambda: _probe(env, policy, name))
     return out
 
 
-def _specs(env: Environment, policy: Policy, metrics: Sequence[Metric]) -> tuple[MetricSpec, ...]:
+def _specs(env: Environment, policy: Policy, metrics: Sequence[Metric],
+           name: str | None = None) -> tuple[MetricSpec, ...]:
     """The metrics recorded for ``policy`` on ``env`` (they depend on its ``info["track"]`` and the
     environment's ``Round.extra``)."""
-    extra_shape, track_shape, _ = _probe_cached(env, policy)
+    extra_shape, track_shape, _ = _probe_cached(env, policy, name)
     ctx = SpecContext(env.spec.n_arms, env.groups.n_groups, dict(extra_shape or {}), dict(track_shape or {}))
     return collect_specs(metrics, ctx)
 
@@ -219,7 +234,7 @@ def _init_run(env: Environment, policy: Policy, metrics: Sequence[Metric], specs
     params = reset_run(env, k_reset, run)
     states = tuple(part.init() for part in metrics)
     return RunCarry(policy.init(k_init, env.spec), params, k_env_rounds, k_pol_rounds, init_acc(specs), states,
-                    jnp.int32(_NO_ROUND))
+                    jnp.full((len(_CHECKS),), _NO_ROUND, jnp.int32))
 
 
 def _run_invariant(jaxpr: Any, state: Any) -> Any:
@@ -248,11 +263,12 @@ def _run_invariant(jaxpr: Any, state: Any) -> Any:
 
 
 def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chunk_size: int, n_shards: int,
-               record: bool = False):
+               record: bool = False, name: str | None = None):
     m = env.groups.n_groups
+    k = env.spec.n_arms
     static_member = jnp.asarray(np.eye(m, dtype=np.float32)[np.asarray(env.groups.labels)])
-    _, _, state_mask = _probe_cached(env, policy)
-    specs = _specs(env, policy, metrics)
+    _, _, state_mask = _probe_cached(env, policy, name)
+    specs = _specs(env, policy, metrics, name)
     by_name = {s.name: s for s in specs}
     init_run = functools.partial(_init_run, env, policy, metrics, specs)
 
@@ -275,12 +291,15 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
             states.append(st)
             terms.update(part_terms)
         acc = update_acc(c.acc, terms, by_name)
-        # pi_t is a probability vector (the sum is non-finite iff some pi_t(a) is) and the reward
-        # is finite; the first round that fails is kept per run and reported by _check_valid.
+        # The _CHECKS: the action is an arm of the round; pi_t is a probability vector (the sum is
+        # non-finite iff some pi_t(a) is) and the reward is finite; pi_t(action) > 0. The first
+        # round that fails each is kept per run and reported by _check_valid after the chunk.
         total = jnp.sum(probs)
-        finite = (jnp.isfinite(total) & (jnp.min(probs) >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
-                  & jnp.isfinite(reward))
-        invalid = jnp.where(finite, c.invalid, jnp.minimum(c.invalid, t))
+        ok = jnp.stack([(action >= 0) & (action < k),
+                        jnp.isfinite(total) & (jnp.min(probs) >= 0) & (jnp.abs(total - 1.0) <= _SUM_TOL)
+                        & jnp.isfinite(reward),
+                        probs[jnp.clip(action, 0, k - 1)] > 0])
+        invalid = jnp.where(ok, c.invalid, jnp.minimum(c.invalid, t))
         c = c._replace(policy_state=state, acc=acc, metric_state=tuple(states), invalid=invalid)
         if not with_record:
             return c
@@ -342,18 +361,19 @@ def _build_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chun
 
 
 def _chunk_fns(env: Environment, policy: Policy, metrics: Sequence[Metric], chunk_size: int, n_shards: int,
-               record: bool):
+               record: bool, name: str | None = None):
     """:func:`_build_fns`'s functions, reused from an earlier call with the same trace.
 
     The key holds the environment, the policy and the metric components (their functions by
     identity, their data by value: :func:`bayesfair.core._compile.trace_key`), the chunk size, the
     number of shards, the round log switch and the float precision in force, so two calls share
     jitted functions only if they trace the same program; jit itself then compiles once per input
-    shape (number of runs).
+    shape (number of runs). ``name`` (the policy's label in the study) only words the error of a
+    ``select`` with outputs of the wrong shape or dtype, raised while tracing (nothing is kept then).
     """
     precision = jax.dtypes.canonicalize_dtype(np.float64).name  # float32, or float64 under enable_x64
     fns, _ = _FNS.get((env, policy, tuple(metrics), chunk_size, n_shards, record, precision),
-                      lambda: _build_fns(env, policy, metrics, chunk_size, n_shards, record=record))
+                      lambda: _build_fns(env, policy, metrics, chunk_size, n_shards, record=record, name=name))
     return fns
 
 
@@ -409,10 +429,11 @@ class _Progress:
 _TRACE_LOCK = threading.RLock()
 
 
-def _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record, compile_chunk=False):
+def _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_keys, record, compile_chunk=False,
+             name=None):
     """A policy's jitted functions, its initial run carry and (``compile_chunk``) its compiled chunk."""
     with _TRACE_LOCK:  # tracing is Python (e.g. numpyro's handler stack is a module global): one thread at a time
-        init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, record)
+        init_fn, chunk_fn, specs = _chunk_fns(env, policy, metrics, chunk_size, n_shards, record, name)
         run_index = jnp.arange(runs, dtype=jnp.int32)
         carry = init_fn(_shard_runs(env_keys, n_shards), _shard_runs(pol_keys, n_shards),
                         _shard_runs(run_index, n_shards))
@@ -468,8 +489,9 @@ def _compile_together(env, policies, metrics, runs, chunk_size, n_shards, env_ke
     try:
         # each task drops its initial carry once compiled (_run_policy makes its own): kept in the futures,
         # every policy's run state would be in memory at once
-        futures = [pool.submit(lambda pol=pol: _prepare(env, pol, metrics, runs, chunk_size, n_shards, env_keys,
-                                                        pol_keys, record, True)[:3]) for pol in policies.values()]
+        futures = [pool.submit(lambda pol=pol, name=name: _prepare(env, pol, metrics, runs, chunk_size, n_shards,
+                                                                   env_keys, pol_keys, record, True, name)[:3])
+                   for name, pol in policies.items()]
         for f in futures:
             while not f.done():  # poll, so that Ctrl-C and the CLI's SIGTERM handler stay responsive
                 time.sleep(0.005)
@@ -483,7 +505,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
                 name=None, checkpointer=None, round_log=None):
     t_compile = time.perf_counter()
     init_fn, chunk_fn, specs, carry = _prepare(env, policy, metrics, runs, chunk_size, n_shards, env_keys, pol_keys,
-                                               round_log is not None)
+                                               round_log is not None, name=name)
     compile_seconds = time.perf_counter() - t_compile
     compiled = False
     n_ckpt = grid.size
@@ -511,7 +533,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             round_log(name, first, last, jax.device_get(recs))
         # one read-back; the checkpoint buffer (all its slots) only if the chunk recorded any
         invalid, acc, buf = jax.device_get((c.invalid, c.acc, buf if n else None))
-        _check_valid(name or policy.name, policy, invalid, first, last)
+        _check_valid(name or policy.name, policy, invalid, first, last, env.spec.n_arms)
         recorded = {k: v[:, :n] for k, v in buf.items()} if n else None
         for s in specs:
             before = totals[s.name]
@@ -706,11 +728,12 @@ def _nbytes(tree: Any) -> int:
     return total
 
 
-def _run_bytes(env: Environment, policy: Policy, metrics: Sequence[Metric]) -> tuple[dict[str, int], int, tuple]:
+def _run_bytes(env: Environment, policy: Policy, metrics: Sequence[Metric],
+               name: str | None = None) -> tuple[dict[str, int], int, tuple]:
     """One run's carry in bytes, split into policy state, environment and metrics (accumulators,
     component states and keys); its accumulator's bytes (what a checkpoint slot holds); and the
     recorded metrics' specs. Traced with :func:`jax.eval_shape`: nothing is allocated."""
-    specs = _specs(env, policy, metrics)
+    specs = _specs(env, policy, metrics, name)
     key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
     with _TRACE_LOCK:
         carry = jax.eval_shape(functools.partial(_init_run, env, policy, metrics, specs), key, key,
@@ -752,7 +775,7 @@ def estimate_memory(env: Environment, policies: Mapping[str, Policy], horizon: i
     """
     import os
 
-    per_policy = [_run_bytes(env, pol, metrics) for pol in policies.values()]
+    per_policy = [_run_bytes(env, pol, metrics, name) for name, pol in policies.items()]
     carries = [sum(parts.values()) for parts, _, _ in per_policy]
     big = int(np.argmax(carries))
     n_pol, k = len(policies), env.spec.n_arms
@@ -810,17 +833,33 @@ def check_memory(estimate: MemoryEstimate, what: str = "the study") -> None:
         f"on a larger machine; {NO_CHECK_VARIABLE}=1 skips this check", estimate, avail.bytes)
 
 
-def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end: int) -> None:
-    """Raise :class:`SimulationError` if a run saw a non-finite pi_t or reward in this chunk."""
-    invalid = np.asarray(invalid).reshape(-1)
-    bad = np.flatnonzero(invalid < _NO_ROUND)
+def _check_valid(name: str, policy: Policy, invalid: np.ndarray, t0: int, t_end: int, n_arms: int) -> None:
+    """Raise :class:`SimulationError` if a run failed one of the round checks (``_CHECKS``) in this
+    chunk: the earliest failing round over the runs, and at that round the first check listed."""
+    invalid = np.asarray(invalid).reshape(-1, len(_CHECKS))
+    first = invalid.min(axis=1)
+    bad = np.flatnonzero(first < _NO_ROUND)
     if bad.size == 0:
         return
-    run = int(bad[np.argmin(invalid[bad])])
+    run = int(bad[np.argmin(first[bad])])
+    t = int(first[run])
+    check = _CHECKS[int(np.argmax(invalid[run] == t))]
+    where = (f"at round {t:,} of run {run} ({bad.size} run(s) affected between rounds {t0:,} and {t_end:,})")
+    who = _who(name, policy)
+    if check == "action":
+        raise SimulationError(
+            f"{who} played an action outside 0..{n_arms - 1} {where}. Its select must return the index of one "
+            f"of the round's {n_arms} candidates; another value pulls no arm (no pull is counted, the reward is "
+            "some other arm's).")
+    if check == "support":
+        raise SimulationError(
+            f"{who} played an arm to which its selection distribution pi_t gives probability 0 {where}. Its "
+            "select must return the pi_t the action was drawn from (one-hot on the action for a deterministic "
+            "choice): exposure is measured from pi_t and pulls from the actions, which would disagree.")
     raise SimulationError(
-        f"policy {name!r} ({policy.name}) produced an invalid selection distribution pi_t (non-finite, negative "
-        "or not summing to 1) or a non-finite reward at round "
-        f"{int(invalid[run]):,} of run {run} ({bad.size} run(s) affected between rounds {t0:,} and {t_end:,}). "
+        f"{who} produced an invalid selection distribution pi_t (non-finite, negative "
+        "or not summing to 1) or a non-finite reward "
+        f"{where}. "
         "Its state became invalid: usually the environment's rewards do not fit the policy (e.g. a "
         "Beta-Bernoulli posterior fed rewards outside [0, 1]), a parameter overflows (a merit of huge means), or a "
         "FairX policy's merit is evaluated outside its domain (e.g. a merit defined on [0, 1] at a linear model's "
@@ -851,7 +890,7 @@ def _check_finite_metric(name: str, policy: Policy, metric: str, values: np.ndar
             "environment" if metric in _MERIT_TERMS else
             "The metric component computed a non-finite term from the round's data.")
     raise SimulationError(
-        f"metric {metric!r} of policy {name!r} ({policy.name}) became non-finite (NaN or inf) in run {run} between "
+        f"metric {metric!r} of {_who(name, policy)} became non-finite (NaN or inf) in run {run} between "
         f"rounds {t0:,} and {t_end:,} ({int(bad.sum())} run(s) affected). {hint}")
 
 

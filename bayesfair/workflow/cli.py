@@ -81,6 +81,14 @@ def _number(kind: type, minimum: float, what: str, strict: bool = False):
     return parse
 
 
+def _folder(text: str) -> Path:
+    """An argparse ``type`` for an output folder: a non-empty name (``Path("")`` would be the current
+    folder, taken without a word; the current folder is ``.``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder, got {text!r} (the current folder is '.')")
+    return Path(text)
+
+
 _positive_int = _number(int, 1, "a positive integer")
 _nonneg_int = _number(int, 0, "a non-negative integer")
 _positive_float = _number(float, 0.0, "a positive number", strict=True)
@@ -100,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--horizon", type=_positive_int, default=20_000, help="rounds per run (default 20000)")
     d.add_argument("--seed", type=_nonneg_int, default=0, help="integer seed (default 0)")
     d.add_argument("--c", type=float, default=4.0, help="merit steepness c in exp(c mu) (default 4)")
-    d.add_argument("--out", type=Path, default=Path("demo-output"), help="output folder (default demo-output)")
+    d.add_argument("--out", type=_folder, default=Path("demo-output"), help="output folder (default demo-output)")
     d.add_argument("--no-progress", action="store_true", help="do not print a progress bar")
     d.add_argument("--overwrite", action="store_true",
                    help="replace a demo.nc of a demo run with other settings (refused otherwise)")
@@ -113,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
                     "exactly the numbers of an uninterrupted one. A config with a [sweep] table runs "
                     "every grid point and combines them into <out>/<name>.nc.")
     s.add_argument("config", type=Path, help="the study config (TOML)")
-    s.add_argument("--out", type=Path, help="output folder (default: the config's `output`)")
+    s.add_argument("--out", type=_folder, help="output folder (default: the config's `output`)")
     s.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its resume file (or skip finished sweep points)")
     s.add_argument("--restart", action="store_true",
@@ -149,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "(group exposure over rounds against the floors) next to the results, or "
                                     "sweep.png for a sweep.")
     pl.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
-    pl.add_argument("--out", type=Path, help="folder for the figures (default: the results' folder)")
+    pl.add_argument("--out", type=_folder, help="folder for the figures (default: the results' folder)")
     pl.add_argument("--logx", action="store_true", help="logarithmic round axis")
     pl.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
@@ -159,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "(with groups or floors), exposure shares and the figures (embedded in the "
                                    "HTML); and <name>.report.csv, the same numbers as a tidy table.")
     r.add_argument("results", type=Path, help="a results file (.nc) or a folder holding one")
-    r.add_argument("--out", type=Path, help="folder for the report (default: the results' folder)")
+    r.add_argument("--out", type=_folder, help="folder for the report (default: the results' folder)")
     r.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
     f = sub.add_parser("fit", help="run a model recipe of models/", epilog=_EPILOG,
@@ -203,8 +211,6 @@ def run_demo(args: argparse.Namespace) -> int:
     from bayesfair.workflow.config import load_config
     from bayesfair.workflow.report import print_tables, write_figures
 
-    if not str(args.out).strip():
-        raise UsageError("--out must name a folder")
     study = load_config(demo_config(), [f"runs={args.runs}", f"horizon={args.horizon}", f"seed={args.seed}",
                                         f"merit.c={float(args.c)!r}", f"output={json.dumps(str(args.out))}"])
     t0 = time.perf_counter()
@@ -305,8 +311,6 @@ def run_simulate(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     overrides = list(args.set)  # --out and --log change the config itself: what is printed, hashed and stored
     if args.out is not None:
-        if not str(args.out).strip():
-            raise UsageError("--out must name a folder")
         overrides.append(f"output={json.dumps(str(args.out))}")
     if args.log:
         overrides.append("log.enabled=true")

@@ -47,7 +47,7 @@ import filelock
 
 from bayesfair.core._atomic import format_bytes, leftover_temps
 
-__all__ = ["OutputError", "Preflight", "preflight", "check_writable", "config_diff", "derived_files",
+__all__ = ["OutputError", "Preflight", "preflight", "check_writable", "output_folder", "config_diff", "derived_files",
            "stored_study", "study_file_names", "check_name_limits", "study_lock", "lock_file",
            "remove_leftover_temps", "check_free_space"]
 
@@ -56,11 +56,22 @@ class OutputError(ValueError):
     """The output folder holds something this run would destroy, or cannot be written."""
 
 
+def output_folder(folder: str | os.PathLike) -> Path:
+    """``folder`` as a Path; an empty (or blank) name raises OutputError.
+
+    ``Path("")`` is the current folder, so an empty name (an empty ``--out``, an ``out=""``) would
+    put the files there without a word; the current folder is given as ``"."``. Check the name
+    before it becomes a Path: ``str(Path(""))`` is ``"."``.
+    """
+    if not str(folder).strip():
+        raise OutputError(f"the output folder is empty ({str(folder)!r}): give a folder name ('.' for the current "
+                          "folder)")
+    return Path(folder)
+
+
 def check_writable(folder: str | os.PathLike) -> Path:
     """Create ``folder`` if needed and write (then remove) a test file in it; raise OutputError if not possible."""
-    folder = Path(folder)
-    if str(folder).strip() == "":
-        raise OutputError("the output folder is empty: give a folder name")
+    folder = output_folder(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".bayesfair-write-test.", dir=folder)

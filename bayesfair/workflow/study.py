@@ -21,9 +21,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS
+from bayesfair.policies.base import check_select
 from bayesfair.simulation.results import canonical_json
 from bayesfair.workflow import registry
-from bayesfair.workflow.outputs import check_name_limits
+from bayesfair.workflow.outputs import check_name_limits, output_folder
 from bayesfair.workflow.registry import ConfigError, Param, check_value
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
@@ -205,7 +206,7 @@ class Study:
 
     @property
     def output(self) -> Path:
-        return Path(self.config["output"])
+        return output_folder(self.config["output"])
 
     def fingerprint(self, *, log: bool | None = None) -> str:
         """Hash of everything that determines the numbers (not the output folder or cadence)."""
@@ -218,7 +219,7 @@ class Study:
 
     def paths(self, out: str | os.PathLike | None = None) -> dict[str, Path]:
         """Where :meth:`execute` writes: ``results``, ``resume`` and ``log`` (suffix chosen on write)."""
-        folder = Path(out) if out is not None else self.output
+        folder = output_folder(out) if out is not None else self.output
         return {"results": folder / f"{self.name}.nc", "resume": folder / f"{self.name}.resume.npz",
                 "log": folder / f"{self.name}.log"}
 
@@ -609,7 +610,8 @@ def _check_true_reward(name: str, env: Any) -> None:
 
 def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = None, horizon: int | None = None) -> None:
     """The policy assumes rewards the environment returns (:mod:`bayesfair.core.compat`), and its
-    ``init``/``select``/``update`` trace on the environment's shapes (no compute)."""
+    ``init``/``select``/``update`` trace on the environment's shapes (no compute), ``select``
+    returning the documented shapes and dtypes (:func:`bayesfair.policies.base.check_select`)."""
     import jax
     import jax.numpy as jnp
 
@@ -625,16 +627,14 @@ def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = Non
         params = env.reset(k1)
         rnd = env.step(k2, params, jnp.int32(1))
         state = policy.init(k3, env.spec)
-        action, probs, _ = policy.select(k3, state, rnd.obs)
-        return policy.update(state, rnd.obs, action, rnd.reward[action]), probs
+        out = policy.select(k3, state, rnd.obs)
+        action, _, _ = check_select(out, env.spec.n_arms, f"policy {policy.name!r}")  # shapes and dtypes
+        return policy.update(state, rnd.obs, action, rnd.reward[action])
 
     try:
-        _, probs = jax.eval_shape(one, jax.random.key(0))
+        jax.eval_shape(one, jax.random.key(0))
     except (ValueError, TypeError, IndexError) as exc:
         raise ConfigError(path, f"{policy.name} cannot run on environment {env.name!r}: {exc}") from None
-    if tuple(probs.shape) != (env.spec.n_arms,):
-        raise ConfigError(path, f"{policy.name} returns selection probabilities of shape {tuple(probs.shape)} "
-                                f"for {env.spec.n_arms} candidates")
 
 
 def set_path(raw: dict[str, Any], key: str, value: Any, *, where: str = "") -> None:

@@ -43,6 +43,7 @@ from typing import Any
 
 from bayesfair.core import _signals
 from bayesfair.workflow.persist import StudyInterrupted
+from bayesfair.workflow.outputs import output_folder
 from bayesfair.workflow.study import ConfigError, Study, parse_config, set_path
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
@@ -321,7 +322,7 @@ class Sweep:
 
     def paths(self, out: str | os.PathLike | None = None) -> dict[str, Path]:
         """``results`` (combined) and ``points`` (folder of point files)."""
-        folder = Path(out) if out is not None else self.output
+        folder = output_folder(out) if out is not None else self.output
         return {"results": folder / f"{self.name}.nc", "points": folder / f"{self.name}.points"}
 
     def fingerprint(self) -> str:
