@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from bayesfair.core import _signals
-from bayesfair.workflow.persist import StudyInterrupted
 from bayesfair.workflow.outputs import output_folder
+from bayesfair.workflow.persist import StudyInterrupted
 from bayesfair.workflow.study import ConfigError, Study, parse_config, set_path
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
