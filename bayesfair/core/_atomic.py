@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_temp", "atomic_write", "temp_name", "WriteError", "free_space", "format_bytes", "leftover_temps"]
+from bayesfair.core._memory import format_bytes
+
+__all__ = ["atomic_temp", "atomic_write", "temp_name", "WriteError", "free_space", "leftover_temps"]
 
 _RANDOM_CHARS = 8  # the random part tempfile.mkstemp puts between prefix and suffix
 
@@ -41,15 +43,6 @@ class WriteError(OSError):
         out = WriteError(self.filename, self.cause)
         out.message = f"{self.message}; {note}"
         return out
-
-
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def free_space(folder: str | os.PathLike) -> str:

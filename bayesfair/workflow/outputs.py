@@ -45,7 +45,8 @@ from typing import Any
 
 import filelock
 
-from bayesfair.core._atomic import format_bytes, leftover_temps
+from bayesfair.core._atomic import leftover_temps
+from bayesfair.core._memory import format_bytes
 
 __all__ = ["OutputError", "Preflight", "preflight", "check_writable", "output_folder", "config_diff", "derived_files",
            "stored_study", "study_file_names", "check_name_limits", "study_lock", "lock_file",
