@@ -21,44 +21,11 @@ import time
 
 import numpy as np
 import pytest
+from test_reliability import TINY, _config, _simulate  # the same tiny study and CLI call
 
 from bayesfair.core import _atomic
 from bayesfair.simulation import results as io
-from bayesfair.workflow import cli, outputs
-
-TINY = """
-name = "tiny"
-seed = 3
-runs = 2
-horizon = 40
-chunk_size = 16
-checkpoints = [1, 20, 40]
-
-[merit]
-name = "exponential"
-c = 4.0
-
-[environment]
-name = "bernoulli_arms"
-means = [0.2, 0.5, 0.8]
-
-[policies.EG]
-name = "fairx_eg"
-epsilon = 0.1
-
-[resume]
-every_chunks = 1
-"""
-
-
-def _config(tmp_path, text=TINY, name="tiny.toml"):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def _simulate(*args):
-    return cli.main(["simulate", *map(str, args)])
+from bayesfair.workflow import outputs
 
 
 def _same_numbers(a, b):
