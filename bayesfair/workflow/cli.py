@@ -582,7 +582,15 @@ def main(argv: list[str] | None = None) -> int:
     interrupts = Interrupts()
     interrupts.install()
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        if interrupts.signum is not None:
+            # the signal's KeyboardInterrupt was swallowed where Python drops exceptions (a __del__ or a
+            # callback inside a library, e.g. during the final results write): the command finished,
+            # but the user asked to stop, so the exit code says so
+            sys.stderr.write("\nbayesfair: interrupted while finishing: the command completed and what it wrote is "
+                             "complete\n")
+            return interrupts.exit_code
+        return code
     except ConfigError as exc:
         print(f"bayesfair: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
