@@ -203,9 +203,15 @@ def check_convergence(samples: dict[str, Any], *, diverging: Any, step_size: Any
     n_div = int(div.sum())
     converged = (bool(np.isfinite(worst_rhat)) and worst_rhat < rhat_max and worst_bulk >= ess_min
                  and worst_tail >= ess_min and n_div == 0 and not frozen and not nonfinite)
-    parts = [f"max R-hat {worst_rhat:.3f} (< {rhat_max})", f"min bulk ESS {worst_bulk:.0f}",
-             f"min tail ESS {worst_tail:.0f} (>= {ess_min})", f"{n_div} divergences (0)",
-             f"frozen chains {frozen} (none)"]
+    def check(ok: bool, text: str, need: str) -> str:
+        return f"{text} {'ok' if ok else 'FAILS'} (needs {need})"
+
+    rhat_ok = bool(np.isfinite(worst_rhat)) and worst_rhat < rhat_max
+    parts = [check(rhat_ok, f"max R-hat {worst_rhat:.3f}", f"< {rhat_max}"),
+             check(worst_bulk >= ess_min, f"min bulk ESS {worst_bulk:.0f}", f">= {ess_min}"),
+             check(worst_tail >= ess_min, f"min tail ESS {worst_tail:.0f}", f">= {ess_min}"),
+             check(n_div == 0, f"{n_div} divergences", "0"),
+             check(not frozen, f"frozen chains {frozen}", "none")]
     if nonfinite:
         parts.insert(0, f"non-finite (NaN or inf) draws in {', '.join(nonfinite)}")
     verdict = "converged" if converged else "NOT converged"
