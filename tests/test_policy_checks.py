@@ -3,6 +3,8 @@ traces it (an error naming the policy, what it returned and what was expected), 
 every round (an action outside 0..K-1, or one that pi_t gives no mass, stops the study with a
 ``SimulationError`` naming the policy, the run and the round)."""
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -150,7 +152,22 @@ def _config(fault):
             "policies": {"X": {"name": "test_policy_checks:broken_policy", "fault": fault}}}
 
 
-def test_a_config_import_path_policy_is_checked():
+@pytest.fixture
+def declared_broken_policy():
+    """``broken_policy`` declared as a policy for the test's duration (a config may name only
+    declared constructors by import path), then forgotten again."""
+    from bayesfair.core.declare import choice, declare
+    from bayesfair.workflow import registry
+
+    declared = declare("policy", fault=choice("none", "float_action", "outside"))(broken_policy)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(sys.modules[__name__], "broken_policy", declared)
+    yield
+    monkeypatch.undo()
+    registry._ENTRIES["policy"].pop("broken_policy", None)
+
+
+def test_a_config_import_path_policy_is_checked(declared_broken_policy):
     assert parse_config(_config("none")).run()["pulls"].isel(checkpoint=-1).sum() == 2 * 20
     with pytest.raises(ConfigError, match=r"select returned an action of dtype float32 shape \(\)") as exc:
         parse_config(_config("float_action"))
