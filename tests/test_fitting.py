@@ -61,10 +61,8 @@ def test_tiny_budget_is_not_converged_and_warns(gaussian, monkeypatch):
     assert ok.samples["beta"].shape[:2] == (4, 500)  # 4 chains by default
     # the sampling runs inside _compile.cache_small_programs (numpyro's op-by-op initialization
     # then goes to the persistent cache; a new process's fit ~2x faster)
-    from bayesfair.core import _compile
-
-    blocks, real = [], _compile.cache_small_programs
-    monkeypatch.setattr(_compile, "cache_small_programs", lambda: (blocks.append(1), real())[1])
+    blocks, real = [], fitting.cache_small_programs
+    monkeypatch.setattr(fitting, "cache_small_programs", lambda: (blocks.append(1), real())[1])
     with pytest.warns(RuntimeWarning, match=r"NOT converged.*failing variables: .*(beta|tau|sigma).*try: more warm-up"):
         bad = fitting.fit(data, s=1.0, num_warmup=10, num_samples=10, seed=1)
     assert not bad.converged and bad.convergence.failing

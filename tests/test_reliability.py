@@ -307,12 +307,11 @@ def test_an_edited_resume_file_is_refused_not_resumed(tmp_path, capsys):
 
 
 def test_unwritable_output_folder_is_found_before_the_first_round(tmp_path, capsys, monkeypatch):
-    sim = sys.modules["bayesfair.simulation.simulator"]  # (the package attribute is the function)
-
     def no_simulation(*args, **kwargs):
         raise AssertionError("the study was simulated before the output folder was checked")
 
-    monkeypatch.setattr(sim, "simulate", no_simulation)  # refused up front: no round is played
+    # refused up front: no round is played (Study.run's simulate)
+    monkeypatch.setattr(sys.modules["bayesfair.workflow.study"], "simulate", no_simulation)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     assert _simulate(_config(tmp_path), "--out", blocker / "sub", "-q") == 2

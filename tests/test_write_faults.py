@@ -38,12 +38,10 @@ def _same_numbers(a, b):
 @pytest.fixture
 def no_simulation(monkeypatch):
     """Fail the test if a study plays a round (for refusals that must come before the first one)."""
-    sim = sys.modules["bayesfair.simulation.simulator"]
-
     def refuse(*args, **kwargs):
         raise AssertionError("the study was simulated before the output folder was checked")
 
-    monkeypatch.setattr(sim, "simulate", refuse)
+    monkeypatch.setattr(sys.modules["bayesfair.workflow.study"], "simulate", refuse)  # what Study.run calls
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bayesfair.core import _validate as v
+
 __all__ = [
     "ConfigError",
     "Param",
@@ -181,8 +183,6 @@ class Param:
         Only numbers and strings are checked (arrays, objects and ``None`` pass through to the
         constructor); the messages are :mod:`bayesfair.core._validate`'s (``sigma must be > 0, got -1.0``).
         """
-        from bayesfair.core import _validate as v
-
         n = self.name
         if value is None or isinstance(value, (list, tuple, dict)) or getattr(value, "ndim", 0) != 0:
             return value  # containers and arrays are the constructor's to check

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bayesfair.core._atomic import atomic_temp
+from bayesfair.core.version import __version__
 from bayesfair.datasets.catalog import (
     _REGISTRY,
     ChecksumError,
@@ -225,8 +226,6 @@ class _TransferError(Exception):
 
 def _stream(url: str, out) -> tuple[str, int]:
     """Copy the body at ``url`` into the binary file ``out``; return (sha256, byte count)."""
-    from bayesfair.core.version import __version__
-
     req = urllib.request.Request(url, headers={"User-Agent": f"bayesfair/{__version__} (dataset download)"})
     h = hashlib.sha256()
     n = 0

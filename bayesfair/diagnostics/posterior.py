@@ -25,8 +25,10 @@ from bayesfair.diagnostics.checks import (
     prior_posterior_view,
 )
 from bayesfair.diagnostics.tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
+from bayesfair.inference.fitting import Fit, GroupBiasData, NutsFit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
 from bayesfair.posteriors.mcmc import is_mcmc_state
+from bayesfair.simulation.simulator import simulate
 
 __all__ = [
     "posterior_tree",
@@ -240,8 +242,6 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
     """
     import json
 
-    from bayesfair.inference.fitting import Fit, GroupBiasData, NutsFit
-
     if isinstance(fit, Fit):  # the new entry point's result: its posterior draws, divergences, settings
         fit = NutsFit(fit.samples, fit.diverging, fit.seconds, fit.config)
     if not isinstance(fit, NutsFit):
@@ -300,8 +300,6 @@ def simulate_with_states(key: Any, env: Any, policies: Mapping[str, Any], horizo
     of your own cannot be combined with it.
     """
     import inspect
-
-    from bayesfair.simulation.simulator import simulate
 
     if "checkpointer" in kwargs:
         raise ValueError("simulate_with_states uses the checkpointer hook itself; do not pass one")

@@ -55,6 +55,7 @@ from bayesfair.core._validate import as_key, finite_array, finite_float, positiv
 from bayesfair.core.declare import POSITIVE, declare, integer, real, strs
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
+from bayesfair.datasets import load_compas, load_family_income
 from bayesfair.environments.arms import load_instances, per_run_reset
 from bayesfair.environments.base import Environment, check_instances, reset_run
 from bayesfair.posteriors.group_bias import check_bias_groups
@@ -611,8 +612,6 @@ def compas_table(*, standardize: bool = True, intercept: bool = True, df: Any = 
     does not say): z-scored columns and an intercept (d = 15).
     """
     if df is None:
-        from bayesfair.datasets import load_compas
-
         df = load_compas("groupfairtreatment")
     missing = [c for c in ("race", "age_cat", "v_decile_score", *_COMPAS_FEATURES) if c not in df.columns]
     if missing:
@@ -665,8 +664,6 @@ def family_income_table(*, n_buckets: int = 5, reward_scale: float = 1e5, standa
     if scale <= 0:
         raise ValueError(f"reward_scale must be > 0, got {scale}")
     if df is None:
-        from bayesfair.datasets import load_family_income
-
         df = load_family_income()
     missing = [c for c in (_FI_REWARD, _FI_GROUP, _FI_AGE) if c not in df.columns]
     if missing:

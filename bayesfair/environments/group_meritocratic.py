@@ -56,6 +56,8 @@ from bayesfair.core._validate import finite_array, finite_float, group_labels, p
 from bayesfair.core.declare import POSITIVE, choice, declare, floats, group_label_list, integer, strs
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
+from bayesfair.datasets import load_adult
+from bayesfair.environments.arms import load_instances, per_run_reset
 from bayesfair.environments.base import Environment
 
 __all__ = [
@@ -308,8 +310,6 @@ def _block_instances(group_weights: Any, theta: Any, n_groups: int | None, block
     if theta_file is not None:
         if theta is not None or group_weights is not None:
             raise ValueError("give theta_file alone (not with theta or group_weights)")
-        from bayesfair.environments.arms import load_instances
-
         theta = load_instances(theta_file, "theta_file")
     if theta is not None and np.ndim(theta) == 2:
         field, rows = "theta", finite_array("theta", theta)
@@ -373,8 +373,6 @@ def _slot_means(design: _BlockDesign, n_candidates: int, proportions: np.ndarray
 def _instance_reset(designs: list[_BlockDesign], n_candidates: int, proportions: np.ndarray | None, cdf_seed: int,
                     field: str):
     """``reset(key, run) -> BlockInstance`` of run ``run``, from one design per run."""
-    from bayesfair.environments.arms import per_run_reset
-
     tables, los, steps = [], [], []
     for r, design in enumerate(designs):
         cdf, _ = _block_cdf(design.group_weights, design.offsets, cdf_seed)
@@ -794,8 +792,6 @@ def gmf_adult(
         Pre-loaded ``load_adult`` output.
     """
     if df is None:
-        from bayesfair.datasets import load_adult
-
         df = load_adult(split)
     pop = adult_population(df, group=group, min_group_size=min_group_size, group_in_features=group_in_features)
     cfg = {"dataset": "adult", "split": split, "group": group, "min_group_size": min_group_size,

@@ -51,6 +51,8 @@ from bayesfair.core._validate import as_key, finite_array, finite_float, positiv
 from bayesfair.core.declare import choice, declare, group_label_list, integer, real
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
+from bayesfair.datasets import load_yeast
+from bayesfair.datasets.splits import validation_split
 from bayesfair.environments.base import Environment
 
 __all__ = [
@@ -418,8 +420,6 @@ def yeast_bandit(mode: str = "mab", split: str = "all", **kw: Any) -> Environmen
     ``$BAYESFAIR_DATA/yeast``) and calls :func:`multilabel_bandit` with the 103 features and 14
     labels. ``kw`` is passed on (``n_rff``, ``rff_scale``, ``key``, ``standardize``, ...).
     """
-    from bayesfair.datasets import load_yeast
-
     df = load_yeast(split=split)
     features = df[list(df.attrs["features"])].to_numpy(np.float64)
     labels = df[list(df.attrs["labels"])].to_numpy(np.float64)
@@ -448,9 +448,6 @@ def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all"
           "bias": bias, "ridge": ridge, "groups": groups}
     if part == "all":
         return yeast_bandit(split=split, **kw)
-    from bayesfair.datasets import load_yeast
-    from bayesfair.datasets.splits import validation_split
-
     df = load_yeast(split=split)
     s = validation_split(df[list(df.attrs["features"])].to_numpy(np.float64),
                          df[list(df.attrs["labels"])].to_numpy(np.float64), fraction=validation_fraction,

@@ -36,9 +36,15 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.core._validate import positive_int
 from bayesfair.core.types import Observation, Round, Spec
+from bayesfair.environments.arms import _groups as arm_groups
 from bayesfair.environments.base import Environment
-from bayesfair.posteriors.base import prior_marker
+from bayesfair.environments.biased import BiasedParams, biased_linear_bandit
+from bayesfair.environments.linear import linear_bandit
+from bayesfair.posteriors.base import Posterior, init_size, prior_marker
+from bayesfair.posteriors.group_bias import GroupBiasPosterior
+from bayesfair.posteriors.linear import LinearPosterior
 
 __all__ = ["prior_environment", "prior_marker", "check_prior_match"]
 
@@ -81,10 +87,6 @@ def prior_environment(posterior: Any, n_arms: int | None = None, *, n_features: 
         ``config["prior"]`` is :func:`prior_marker` of ``posterior``; ``arm_means`` the
         instance's expected reward per arm (per candidate slot for linear families).
     """
-    from bayesfair.posteriors.base import Posterior
-    from bayesfair.posteriors.group_bias import GroupBiasPosterior
-    from bayesfair.posteriors.linear import LinearPosterior
-
     marker = prior_marker(posterior)
     label = name or f"prior_{marker['family']}"
     if isinstance(posterior, GroupBiasPosterior):
@@ -105,9 +107,6 @@ def prior_environment(posterior: Any, n_arms: int | None = None, *, n_features: 
 
 def _per_arm_env(posterior: Any, n_arms: int | None, groups: Any) -> Environment:
     from numpyro.handlers import condition, seed, trace
-
-    from bayesfair.environments.arms import _groups as arm_groups
-    from bayesfair.posteriors.base import init_size
 
     own = posterior.params.get("group_of_arm")
     k = init_size(n_arms if n_arms is not None else (len(own) if own is not None else None), "n_arms")
@@ -138,8 +137,6 @@ def _per_arm_env(posterior: Any, n_arms: int | None, groups: Any) -> Environment
 def _linear_env(posterior: Any, k: int, n_features: int | None, groups: Any, contexts: str) -> Environment:
     from numpyro.handlers import seed, trace
 
-    from bayesfair.environments.linear import linear_bandit
-
     binary = posterior.rewards == "binary"
     p = posterior.params
     d = _linear_dim(p, n_features)
@@ -164,8 +161,6 @@ def _linear_env(posterior: Any, k: int, n_features: int | None, groups: Any, con
 
 
 def _linear_dim(params: Mapping[str, Any], n_features: int | None) -> int:
-    from bayesfair.core._validate import positive_int
-
     m0 = params.get("prior_mean", params.get("m0"))
     if n_features is not None:
         d = positive_int("n_features", n_features)
@@ -178,8 +173,6 @@ def _linear_dim(params: Mapping[str, Any], n_features: int | None) -> int:
 
 
 def _group_bias_env(posterior: Any) -> Environment:
-    from bayesfair.environments.biased import BiasedParams, biased_linear_bandit
-
     lay = posterior.layout
     n, m, d = lay.n_arms, lay.n_groups, lay.n_features
     base = biased_linear_bandit(lay.group_of_arm, d, beta=np.zeros((n, d)), psi=np.zeros((m, d)),

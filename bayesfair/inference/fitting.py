@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.core._compile import cache_small_programs, enable_persistent_cache
 from bayesfair.core._validate import finite_array, positive_float, positive_int, seed_int
 from bayesfair.inference.fit_tree import bind_numpyro_submodules, fit_tree
 from bayesfair.posteriors.group_bias import (
@@ -437,8 +438,6 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
     (``numpyro.infer.HMCGibbs``) and NUTS moves only the other sites."""
     from numpyro.infer import MCMC, NUTS, HMCGibbs
     from numpyro.infer.initialization import init_to_median
-
-    from bayesfair.core._compile import cache_small_programs, enable_persistent_cache
 
     bind_numpyro_submodules()
 

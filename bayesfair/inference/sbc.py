@@ -28,7 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from bayesfair.core._compile import enable_persistent_cache
 from bayesfair.core._validate import float_in, positive_int
+from bayesfair.posteriors.base import Outcome, Posterior, fit_outcomes
+from bayesfair.posteriors.group_bias import GroupBiasPosterior, fit_group_bias, group_bias_model
+from bayesfair.posteriors.linear import LinearPosterior
 
 __all__ = ["SBCResult", "SBCProblem", "sbc", "conjugate_problem", "group_bias_problem"]
 
@@ -238,8 +242,6 @@ def sbc(prior_draw: Callable[[jax.Array], Any], simulate: Callable[[jax.Array, A
                              f"{sorted(theta)})")
         return {k: theta[k] for k in draws}, draws
 
-    from bayesfair.core._compile import enable_persistent_cache
-
     enable_persistent_cache()  # before anything compiles, as in simulate and fit (bayesfair.core._compile)
     keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(n))
     if vectorize:
@@ -330,9 +332,6 @@ def conjugate_problem(posterior: Any, size: int, n_obs: int, *, n_draws: int = 9
     """
     from numpyro.handlers import condition
 
-    from bayesfair.posteriors.base import Outcome, Posterior, fit_outcomes
-    from bayesfair.posteriors.linear import LinearPosterior
-
     size = positive_int("size", size)
     n_obs = positive_int("n_obs", n_obs)
     n_draws = positive_int("n_draws", n_draws)
@@ -382,8 +381,6 @@ def group_bias_problem(posterior: Any, n_obs: int, *, n_draws: int = 99, fit: Ca
     is not traceable).
     """
     from numpyro.handlers import condition
-
-    from bayesfair.posteriors.group_bias import GroupBiasPosterior, fit_group_bias, group_bias_model
 
     if not isinstance(posterior, GroupBiasPosterior):
         raise TypeError(f"posterior must be a group_bias_posterior(...), got {type(posterior).__name__}")

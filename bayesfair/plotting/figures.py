@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from bayesfair.core._atomic import atomic_write
 from bayesfair.simulation.metric_parts import METRIC_NAMES
 
 __all__ = ["pyplot", "plot_regret", "plot_exposure", "plot_group_exposure", "plot_exposure_at", "plot_sweep",
@@ -290,8 +291,6 @@ def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """Save and close a figure (atomically: temp file, then rename)."""
-    from bayesfair.core._atomic import atomic_write
-
     plt = pyplot()
     path = Path(path)
     try:

@@ -42,6 +42,7 @@ from jax.extend.core import Literal
 
 from bayesfair.core import _random, _signals
 from bayesfair.core._compile import TraceCache, enable_persistent_cache
+from bayesfair.core._memory import NO_CHECK_VARIABLE, available_memory, format_bytes, memory_check_disabled
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.core._validate import as_key as _as_key
 from bayesfair.core.compat import check_policy_fits
@@ -710,8 +711,6 @@ class MemoryEstimate(NamedTuple):
 
     def describe(self, limit: int = 4) -> str:
         """The main terms, largest first: ``"checkpoint values 44.2 GiB (...), ..."``."""
-        from bayesfair.core._memory import format_bytes
-
         phase = self.run_terms if sum(t[1] for t in self.run_terms) >= sum(t[1] for t in self.result_terms) \
             else self.result_terms
         terms = sorted((t for t in phase if t[1] > 0), key=lambda t: -t[1])[:limit]
@@ -819,8 +818,6 @@ def check_memory(estimate: MemoryEstimate, what: str = "the study") -> None:
     """Raise :class:`StudyMemoryError` if ``estimate.peak`` exceeds the memory this process may
     still allocate (:func:`bayesfair.core._memory.available_memory`). Nothing is checked when
     ``BAYESFAIR_NO_MEMORY_CHECK=1`` or when the available memory cannot be read."""
-    from bayesfair.core._memory import NO_CHECK_VARIABLE, available_memory, format_bytes, memory_check_disabled
-
     if memory_check_disabled():
         return
     avail = available_memory()

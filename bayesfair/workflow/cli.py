@@ -45,8 +45,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bayesfair.core._atomic import WriteError
+from bayesfair.core._memory import available_memory, format_bytes
 from bayesfair.core._signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupts
+from bayesfair.core.compat import IncompatibleError
+from bayesfair.core.version import __version__
+from bayesfair.datasets import DatasetError, cache_dir, list_datasets
+from bayesfair.simulation import results as io
+from bayesfair.simulation.results import ResultsFileError
+from bayesfair.simulation.simulator import SimulationError, StudyMemoryError
+from bayesfair.workflow import registry
+from bayesfair.workflow.config import load_config
+from bayesfair.workflow.outputs import OutputError, check_writable
+from bayesfair.workflow.persist import PersistError, StudyInterrupted
+from bayesfair.workflow.registry import ConfigError
 from bayesfair.workflow.report import print_tables, sweep_table, write_figures, write_report
+from bayesfair.workflow.sweep import Sweep, check_scheduler_address, close_dask, dask_client
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
            "demo_config", "sweep_table", "write_figures", "write_report"]
@@ -208,9 +222,6 @@ def __getattr__(name: str) -> Any:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from bayesfair.workflow.config import load_config
-    from bayesfair.workflow.report import print_tables, write_figures
-
     study = load_config(demo_config(), [f"runs={args.runs}", f"horizon={args.horizon}", f"seed={args.seed}",
                                         f"merit.c={float(args.c)!r}", f"output={json.dumps(str(args.out))}"])
     t0 = time.perf_counter()
@@ -258,8 +269,6 @@ class _Bar:
 
 
 def _memory_line(study: Any) -> str:
-    from bayesfair.core._memory import available_memory, format_bytes
-
     est = study.memory_estimate()
     avail = available_memory()
     have = f"; {format_bytes(avail.bytes)} {avail.source}" if avail.bytes is not None else ""
@@ -297,9 +306,6 @@ def _hold_in_xla(seconds: float) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from bayesfair.workflow.config import load_config
-    from bayesfair.workflow.sweep import Sweep, check_scheduler_address, close_dask, dask_client
-
     if args.hold_in_xla:
         _hold_in_xla(args.hold_in_xla)
     if args.resume and args.restart:
@@ -391,8 +397,6 @@ def _results_file(path: Path) -> Path:
 def _load_results(path: Path, unverified: bool = False) -> tuple[Path, Any]:
     import warnings
 
-    from bayesfair.simulation import results as io
-
     path = _results_file(path)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -410,8 +414,6 @@ def _load_results(path: Path, unverified: bool = False) -> tuple[Path, Any]:
 
 def _figure_folder(args: argparse.Namespace, path: Path) -> Path:
     """``--out`` (or the results' folder), checked writable before anything is drawn."""
-    from bayesfair.workflow.outputs import check_writable
-
     return check_writable(args.out or path.parent)
 
 
@@ -499,15 +501,11 @@ def _first_doc_line(path: Path) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from bayesfair.workflow import registry
-
     rows = registry.table()
     kinds = {"policies": "policy", "environments": "environment", "posteriors": "posterior", "merits": "merit",
              "metrics": "metric"}
     datasets = []
     if args.what in (None, "datasets"):
-        from bayesfair.datasets import list_datasets
-
         df = list_datasets()
         datasets = [{"name": n, "title": r["title"], "size_bytes": int(r["size_bytes"]), "loader": r["loader"]}
                     for n, r in df.iterrows()]
@@ -540,8 +538,6 @@ def run_list(args: argparse.Namespace) -> int:
                 print(f"{'':<{col}}{line}")
         print()
     if datasets:
-        from bayesfair.datasets import cache_dir
-
         print(f"datasets (bayesfair.datasets; data folder {cache_dir()}: BAYESFAIR_DATA, else ../shared/data "
               f"beside the checkout, else the user cache; see docs/datasets.md):")
         for d in datasets:
@@ -560,8 +556,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
-        from bayesfair.core.version import __version__
-
         print(__version__)
         return EXIT_OK
     handlers = {"demo": run_demo, "simulate": run_simulate, "plot": run_plot, "report": run_report,
@@ -569,15 +563,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in handlers:
         parser.print_help()
         return EXIT_USAGE
-
-    from bayesfair.core._atomic import WriteError
-    from bayesfair.core.compat import IncompatibleError
-    from bayesfair.datasets import DatasetError
-    from bayesfair.simulation.results import ResultsFileError
-    from bayesfair.simulation.simulator import SimulationError, StudyMemoryError
-    from bayesfair.workflow.outputs import OutputError
-    from bayesfair.workflow.persist import PersistError, StudyInterrupted
-    from bayesfair.workflow.registry import ConfigError
 
     interrupts = Interrupts()
     interrupts.install()

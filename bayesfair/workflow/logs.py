@@ -41,6 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from bayesfair.core._atomic import atomic_write
+from bayesfair.core._validate import positive_int
+
 __all__ = ["RoundLog", "write_log", "read_log", "parquet_available", "LOG_COLUMNS", "DEFAULT_MAX_ROWS"]
 
 DEFAULT_MAX_ROWS = 5_000_000
@@ -69,8 +72,6 @@ class RoundLog:
 
     def __init__(self, horizon: int, runs: int, n_arms: int, group_names: Sequence[str], *, n_policies: int = 1,
                  max_rows: int = DEFAULT_MAX_ROWS, true_reward: str = "true"):
-        from bayesfair.core._validate import positive_int
-
         self.horizon = positive_int("horizon", horizon)
         self.runs = positive_int("runs", runs)
         self.n_arms = positive_int("n_arms", n_arms)
@@ -195,8 +196,6 @@ def write_log(df: Any, path: str | os.PathLike, format: str = "auto") -> Path:
     Path
         The file written.
     """
-    from bayesfair.core._atomic import atomic_write
-
     if format not in ("auto", "parquet", "csv"):
         raise ValueError(f"format must be 'auto', 'parquet' or 'csv', got {format!r}")
     if format == "auto":

@@ -45,8 +45,9 @@ from typing import Any
 
 import filelock
 
-from bayesfair.core._atomic import leftover_temps
+from bayesfair.core._atomic import leftover_temps, temp_name
 from bayesfair.core._memory import format_bytes
+from bayesfair.simulation import results as io
 
 __all__ = ["OutputError", "Preflight", "preflight", "check_writable", "output_folder", "config_diff", "derived_files",
            "stored_study", "study_file_names", "check_name_limits", "study_lock", "lock_file",
@@ -263,8 +264,6 @@ def study_file_names(stem: str) -> list[str]:
     """Every file name written for the study ``stem`` in its output folder (results, resume file,
     per-round log, reports, figures) and the temp name each is first written under
     (:func:`bayesfair.core._atomic.temp_name`)."""
-    from bayesfair.core._atomic import temp_name
-
     names = [f"{stem}.nc", f"{stem}.resume.npz"]
     names += [f"{stem}.log.{ext}" for ext in ("csv", "parquet")]
     names += [f"{stem}.report.{ext}" for ext in ("md", "html", "csv")]
@@ -323,8 +322,6 @@ def check_name_limits(folder: str | os.PathLike, stem: str) -> tuple[str, str] |
 
 def stored_study(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """(fingerprint, normalized study config) recorded in a results file; raises on unreadable files."""
-    from bayesfair.simulation import results as io
-
     ds = io.read_results(path)
     cfg = json.loads(ds.attrs.get("config", "{}"))
     return cfg.get("fingerprint"), cfg.get("study", cfg)
@@ -362,8 +359,6 @@ def preflight(*, results: Path, resume_file: Path | None, fingerprint: str, conf
     ``others`` are further files the study writes (the per-round log).
     Returns a :class:`Preflight`; raises :class:`OutputError` when the run would destroy something.
     """
-    from bayesfair.simulation import results as io
-
     folder = check_writable(results.parent)
     _refuse_non_files([results, *([resume_file] if resume_file is not None else []), *others])
     stem = results.stem

@@ -42,7 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesfair.simulation.results import canonical_json
+from bayesfair.core._atomic import atomic_write
+from bayesfair.core.types import Spec
+from bayesfair.core.version import __version__
+from bayesfair.policies.base import Policy
+from bayesfair.simulation.results import arrays_checksum, canonical_json
+from bayesfair.workflow import registry
 
 __all__ = [
     "FORMAT_VERSION",
@@ -88,8 +93,6 @@ class StudyInterrupted(Exception):
 
 
 def _version() -> str:
-    from bayesfair.core.version import __version__
-
     return __version__
 
 
@@ -174,16 +177,12 @@ def unflatten(template: Any, arrays: Mapping[str, np.ndarray], meta: list[dict[s
 
 def npz_checksum(arrays: Mapping[str, np.ndarray]) -> str:
     """The checksum :func:`write_npz` stores in ``__checksum__``: of every other array, the header included."""
-    from bayesfair.simulation.results import arrays_checksum
-
     return arrays_checksum({k: v for k, v in arrays.items() if k != CHECKSUM_KEY}, _CHECKSUM_TAG)
 
 
 def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Write arrays, a JSON header and their checksum to ``path`` atomically (temp file, fsync,
     rename); a failed write raises :class:`bayesfair.core._atomic.WriteError` and keeps the previous file."""
-    from bayesfair.core._atomic import atomic_write
-
     path = Path(path)
     if "__meta__" in arrays or CHECKSUM_KEY in arrays:
         raise ValueError(f"array names __meta__ and {CHECKSUM_KEY} are reserved")
@@ -263,8 +262,6 @@ def _spec_json(spec: Any) -> dict[str, Any]:
 
 
 def _spec_from_json(d: Mapping[str, Any]) -> Any:
-    from bayesfair.core.types import Spec
-
     rr = d.get("reward_range")
     return Spec(int(d["n_arms"]), np.asarray(d["group_of_arm"], np.int32), int(d["n_groups"]),
                 int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])), d.get("rewards"))
@@ -308,8 +305,6 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     TypeError
         ``policy`` is not a Policy, or ``key`` is not a typed PRNG key.
     """
-    from bayesfair.policies.base import Policy
-
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a bayesfair Policy, got {type(policy).__name__}")
     if key is not None and not _is_key(key):
@@ -368,8 +363,6 @@ def load_policy(path: str | os.PathLike, policy: Any = None, *, verify: bool = T
         if meta.get("recipe") is None:
             raise PersistError(f"{path} holds no registry recipe to rebuild the policy "
                                f"({meta['policy_name']}); pass the policy: load_policy(path, policy)")
-        from bayesfair.workflow import registry
-
         try:
             _, norm = registry.check_params("policy", meta["recipe"], "recipe")
             policy = registry.build("policy", norm, "recipe")

@@ -19,7 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bayesfair import plotting
+from bayesfair.plotting import arm_labels
 from bayesfair.simulation.metric_parts import METRIC_NAMES
+from bayesfair.simulation.results import SCALAR_METRICS, write_text
+from bayesfair.workflow.outputs import figure_file
 
 __all__ = ["print_tables", "sweep_table", "write_figures", "write_report", "report_frame", "format_cell",
            "has_groups"]
@@ -53,8 +57,6 @@ def sweep_table(ds: Any, checkpoint: int = -1):
     import numpy as np
     import pandas as pd
 
-    from bayesfair.simulation.results import SCALAR_METRICS
-
     keys = _sweep_keys(ds)
     last = ds.isel(checkpoint=checkpoint)
     metrics = [*SCALAR_METRICS, *(["bf_regret"] if "bf_regret" in ds else [])]
@@ -81,9 +83,6 @@ def write_figures(ds: Any, folder: Path, stem: str = "", logx: bool = False) -> 
     ``<stem>.exposure.png`` and, when it has groups or floors, ``<stem>.groups.png`` (group
     exposure over rounds against the floors).
     """
-    from bayesfair import plotting
-    from bayesfair.workflow.outputs import figure_file
-
     def figure(kind: str) -> Path:
         return figure_file(folder, stem, kind)
 
@@ -171,8 +170,6 @@ def report_frame(ds: Any):
     The markdown and HTML reports show exactly these numbers (:func:`write_report`).
     """
     import pandas as pd
-
-    from bayesfair.plotting import arm_labels
 
     rows: list[dict[str, Any]] = []
 
@@ -279,8 +276,6 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
     """Write ``<stem>.report.md``, ``<stem>.report.html`` (figures linked / embedded) and
     ``<stem>.report.csv`` (the tidy :func:`report_frame`: the same numbers as the tables)."""
-    from bayesfair.simulation.results import write_text
-
     cfg = json.loads(ds.attrs.get("config", "{}"))
     study = cfg.get("study", cfg)
     keys = _sweep_keys(ds)

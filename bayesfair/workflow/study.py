@@ -20,11 +20,29 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bayesfair.core._atomic import WriteError
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS
+from bayesfair.core.compat import IncompatibleError, check_policy_fits
+from bayesfair.core.groups import validate_exposure_floors
+from bayesfair.core.version import __version__
 from bayesfair.policies.base import check_select
+from bayesfair.simulation import results as io
+from bayesfair.simulation.metric_parts import FairXRegrets, default_metrics
 from bayesfair.simulation.results import canonical_json
+from bayesfair.simulation.simulator import StudyMemoryError, check_memory, checkpoint_grid, estimate_memory, simulate
 from bayesfair.workflow import registry
-from bayesfair.workflow.outputs import check_name_limits, output_folder
+from bayesfair.workflow.logs import RoundLog, parquet_available, write_log
+from bayesfair.workflow.outputs import (
+    OutputError,
+    check_free_space,
+    check_name_limits,
+    check_writable,
+    output_folder,
+    preflight,
+    remove_leftover_temps,
+    study_lock,
+)
+from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
 from bayesfair.workflow.registry import ConfigError, Param, check_value
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
@@ -83,8 +101,6 @@ def _check_table(raw: Any, schema: Mapping[str, Param], path: str) -> dict[str, 
 
 
 def _checkpoints(value: Any, horizon: int) -> np.ndarray:
-    from bayesfair.simulation.simulator import checkpoint_grid
-
     if isinstance(value, bool) or not isinstance(value, (int, list)):
         raise ConfigError("checkpoints", f"wrong type: expected an integer n >= 1 (about n checkpoints) or a list "
                                          f"of rounds in [1, {horizon}], got {value!r}")
@@ -210,8 +226,6 @@ class Study:
 
     def fingerprint(self, *, log: bool | None = None) -> str:
         """Hash of everything that determines the numbers (not the output folder or cadence)."""
-        from bayesfair.core.version import __version__
-
         cfg = {k: v for k, v in self.config.items() if k not in ("output", "description", "resume", "log", "name")}
         enabled = self.config["log"]["enabled"] if log is None else log
         text = canonical_json({"config": cfg, "log": enabled, "bayesfair": __version__})
@@ -236,8 +250,6 @@ class Study:
         round_log : RoundLog, optional
             Collect the per-round log (:class:`bayesfair.workflow.logs.RoundLog`).
         """
-        from bayesfair.simulation.simulator import simulate
-
         parts = self.metrics()
         return simulate(
             self.seed, self.env, self.policies, self.horizon, self.runs, merit=self.merit,
@@ -252,9 +264,6 @@ class Study:
         """The study's peak memory, estimated from its shapes without allocating anything
         (:func:`bayesfair.simulation.simulator.estimate_memory`); ``resumable``: run by :meth:`execute`,
         which keeps a resume file."""
-        from bayesfair.simulation.metric_parts import default_metrics
-        from bayesfair.simulation.simulator import estimate_memory
-
         parts = self.metrics()
         if parts is None:
             parts = default_metrics(self.merit, self.config["floors"])
@@ -265,8 +274,6 @@ class Study:
     def check_memory(self) -> None:
         """Raise :class:`ConfigError` (key ``runs``) if the study cannot fit in the memory this
         machine has available (:func:`bayesfair.simulation.simulator.check_memory`)."""
-        from bayesfair.simulation.simulator import StudyMemoryError, check_memory
-
         try:
             check_memory(self.memory_estimate(), f"the study {self.name!r}")
         except StudyMemoryError as exc:
@@ -289,8 +296,6 @@ class Study:
 
     def make_log(self) -> Any:
         """A :class:`~bayesfair.workflow.logs.RoundLog` sized for this study (raises ConfigError if too large)."""
-        from bayesfair.workflow.logs import RoundLog, parquet_available
-
         cfg = self.config["log"]
         if cfg["format"] == "parquet" and not parquet_available():  # found before the run, not after it
             raise ConfigError("log.format", "'parquet' needs pyarrow, which is not installed here (pip install "
@@ -349,8 +354,6 @@ class Study:
         say : callable, optional
             Receives notes (replaced results, removed reports, discarded progress).
         """
-        from bayesfair.workflow.outputs import check_writable, study_lock
-
         say = say or (lambda msg: None)
         enabled = self.config["log"]["enabled"] if log is None else bool(log)
         if out is not None or enabled != self.config["log"]["enabled"]:  # record what runs, not the file's defaults
@@ -386,12 +389,6 @@ class Study:
     def _execute_locked(self, progress, resume, restart, overwrite, stop_after_chunks, every_chunks, every_seconds,
                         say) -> StudyOutput:
         """:meth:`execute`'s work, under the study's lock."""
-        from bayesfair.core._atomic import WriteError
-        from bayesfair.simulation import results as io
-        from bayesfair.workflow.logs import write_log
-        from bayesfair.workflow.outputs import OutputError, check_free_space, preflight, remove_leftover_temps
-        from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
-
         paths = self.paths()
         too_long = check_name_limits(paths["results"].parent, self.name)
         if too_long is not None:
@@ -439,8 +436,6 @@ class Study:
 
 def _kept_progress(resume: Path) -> str:
     """What a failed write leaves to continue from (for its error message)."""
-    from bayesfair.workflow.persist import describe_resume
-
     if not resume.is_file():
         return (f"no progress was saved ({resume} was never written): make room (or make the folder writable), then "
                 "run the study again")
@@ -541,8 +536,6 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     if cfg["metrics"] is not None and "floors" in cfg["metrics"] and cfg["floors"] is None:  # "floors": a name only
         raise ConfigError("metrics", "the component 'floors' needs the study's floors (set floors = [...])")
     if cfg["floors"] is not None:
-        from bayesfair.core.groups import validate_exposure_floors
-
         try:
             validate_exposure_floors(cfg["floors"], env.groups.n_groups)
         except ValueError as exc:
@@ -565,9 +558,6 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         pol = registry.build("policy", norm, path, objects={"merit": merit, "merit_spec": merit_spec})
         _check_policy_fits(pol, env, path, label, cfg["horizon"])
         policies[label] = pol
-    from bayesfair.core.compat import IncompatibleError
-    from bayesfair.simulation.metric_parts import FairXRegrets
-
     study = Study(cfg, raw, src, merit, env, policies)
     if check_memory:  # before anything of the study's size is drawn (the check below draws every run's means)
         study.check_memory()
@@ -614,8 +604,6 @@ def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = Non
     returning the documented shapes and dtypes (:func:`bayesfair.policies.base.check_select`)."""
     import jax
     import jax.numpy as jnp
-
-    from bayesfair.core.compat import IncompatibleError, check_policy_fits
 
     try:
         check_policy_fits(policy, env, label, horizon)

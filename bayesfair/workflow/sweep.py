@@ -42,9 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from bayesfair.core import _signals
-from bayesfair.workflow.outputs import output_folder
-from bayesfair.workflow.persist import StudyInterrupted
-from bayesfair.workflow.study import ConfigError, Study, parse_config, set_path
+from bayesfair.simulation import results as io
+from bayesfair.simulation.results import json_default
+from bayesfair.simulation.simulator import MemoryEstimate, StudyMemoryError, check_memory
+from bayesfair.workflow.outputs import (
+    OutputError,
+    check_writable,
+    output_folder,
+    preflight,
+    remove_leftover_temps,
+    study_lock,
+)
+from bayesfair.workflow.persist import StudyInterrupted, describe_resume
+from bayesfair.workflow.study import ConfigError, Study, StudyOutput, parse_config, set_path
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
            "MAX_POINTS", "CONNECT_TIMEOUT"]
@@ -305,8 +315,6 @@ class Sweep:
     def check_memory(self, concurrent: int) -> None:
         """Refuse (:class:`ConfigError`, key ``runs``) a sweep whose ``concurrent`` largest points,
         run at once on this machine (a LocalCluster's workers), cannot fit in its available memory."""
-        from bayesfair.simulation.simulator import MemoryEstimate, StudyMemoryError, check_memory
-
         estimates = sorted((p.memory_estimate(resumable=False) for p in self.points), key=lambda e: -e.peak)
         top = estimates[:max(1, concurrent)]
         together = MemoryEstimate(sum(e.peak for e in top), top[0].run_terms, top[0].result_terms, top[0].per_run)
@@ -333,8 +341,6 @@ class Sweep:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _attrs(self, datasets: Sequence[Any]) -> dict[str, Any]:
-        from bayesfair.simulation.results import json_default
-
         first = dict(datasets[0].attrs)
         first.pop("config", None)
         config = {**self.config, "fingerprint": self.fingerprint()}
@@ -367,8 +373,6 @@ class Sweep:
         in its folder (:func:`bayesfair.workflow.outputs.study_lock`; each point run here also holds
         its own), and temp files that interrupted writes of the sweep left are removed first.
         """
-        from bayesfair.workflow.outputs import check_writable, study_lock
-
         paths = self.paths(out)
         with study_lock(check_writable(paths["results"].parent), self.name):
             return self._execute_locked(paths, progress, resume, restart, overwrite, client, stop_after_chunks,
@@ -376,11 +380,6 @@ class Sweep:
 
     def _execute_locked(self, paths, progress, resume, restart, overwrite, client, stop_after_chunks, say) -> Any:
         """:meth:`execute`'s work, under the sweep's lock."""
-        from bayesfair.simulation import results as io
-        from bayesfair.workflow.outputs import OutputError, preflight, remove_leftover_temps
-        from bayesfair.workflow.persist import describe_resume
-        from bayesfair.workflow.study import StudyOutput
-
         folder = paths["points"]
         point_files = [p.paths(folder)[kind] for p in self.points for kind in ("results", "resume")]
         remove_leftover_temps([paths["results"], *point_files], say)
@@ -475,8 +474,6 @@ def _first_point(raw: Mapping[str, Any], keys: Sequence[str], values: Sequence[S
 
 def _finished(path: Path, fingerprint: str) -> Any:
     """The results at ``path`` if they exist and belong to the study with ``fingerprint``."""
-    from bayesfair.simulation import results as io
-
     if not path.is_file():
         return None
     try:

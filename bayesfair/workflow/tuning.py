@@ -19,6 +19,9 @@ import numpy as np
 
 from bayesfair.core._validate import positive_int
 from bayesfair.datasets.splits import Split, validation_split
+from bayesfair.environments.base import Environment
+from bayesfair.policies.base import Policy
+from bayesfair.simulation.simulator import simulate
 
 __all__ = ["Split", "validation_split", "GridSearchResult", "grid_search", "grid_points"]
 
@@ -128,10 +131,6 @@ def grid_search(
         ``scores`` DataFrame, ``best`` parameters, ``best_score`` and the ``results`` Dataset.
     """
     import pandas as pd
-
-    from bayesfair.environments.base import Environment
-    from bayesfair.policies.base import Policy
-    from bayesfair.simulation.simulator import simulate
 
     points = grid_points(grid)
     env = make_env() if callable(make_env) and not isinstance(make_env, Environment) else make_env
