@@ -33,7 +33,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from scipy.special import gammaln
 
 from bayesfair.posteriors.group_bias import group_bias_model
 
@@ -67,6 +66,8 @@ def pointwise_log_likelihood(likelihood: str, eta: np.ndarray, y: np.ndarray, si
     if likelihood == "bernoulli":
         return y * eta - softplus
     if likelihood == "binomial":
+        from scipy.special import gammaln  # scipy: ~0.1 s, only for binomial model checks (not at import bayesfair)
+
         n = float(n_trials)
         return gammaln(n + 1) - gammaln(y + 1) - gammaln(n - y + 1) + y * eta - n * softplus
     raise ValueError(f"likelihood must be 'gaussian', 'bernoulli' or 'binomial', got {likelihood!r}")
