@@ -55,8 +55,8 @@ def _run(env, pol, horizon=40, runs=3):
 
 @pytest.mark.parametrize("bad", [K + 3, -1])
 def test_an_action_outside_the_arms_stops_the_study(env, bad):
-    # valid for six rounds, then an action that is no arm (before: exit 0, no pull counted, the
-    # reward of a clamped or wrapped arm)
+    # valid for six rounds, then an action that is no arm: unchecked, it would count no pull and
+    # take the reward of a clamped or wrapped arm
     pol = _policy(lambda key, obs: (jnp.where(obs.t == 7, bad, obs.t % K).astype(jnp.int32), _uniform_probs(), {}))
     with pytest.raises(SimulationError, match=r"policy 'mine' \(custom\) played an action outside 0\.\.3 at round 7 "
                                               r"of run 0 \(3 run\(s\) affected between rounds 1 and 16\)"):
@@ -64,7 +64,7 @@ def test_an_action_outside_the_arms_stops_the_study(env, bad):
 
 
 def test_an_action_that_pi_t_gives_no_mass_stops_the_study(env):
-    # pi_t one-hot on arm 0 while arm 3 is played: exposure on 0, pulls on 3 (before: accepted)
+    # pi_t one-hot on arm 0 while arm 3 is played: unchecked, exposure would go to 0 and pulls to 3
     pol = _policy(lambda key, obs: (jnp.int32(3), jax.nn.one_hot(0, K), {}))
     with pytest.raises(SimulationError, match=r"policy 'mine' \(custom\) played an arm to which its selection "
                                               r"distribution pi_t gives probability 0 at round 1 of run 0"):
