@@ -40,9 +40,13 @@ import numpy as np
 from jax import lax
 from jax.extend.core import Literal
 
-from bayesfair.core import _random, _signals
+from bayesfair.core import (
+    _memory,  # read at call time: the memory available now
+    _random,
+    _signals,
+)
 from bayesfair.core._compile import TraceCache, enable_persistent_cache
-from bayesfair.core._memory import NO_CHECK_VARIABLE, available_memory, format_bytes, memory_check_disabled
+from bayesfair.core._memory import NO_CHECK_VARIABLE, format_bytes
 from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS, positive_int
 from bayesfair.core._validate import as_key as _as_key
 from bayesfair.core.compat import check_policy_fits
@@ -818,9 +822,9 @@ def check_memory(estimate: MemoryEstimate, what: str = "the study") -> None:
     """Raise :class:`StudyMemoryError` if ``estimate.peak`` exceeds the memory this process may
     still allocate (:func:`bayesfair.core._memory.available_memory`). Nothing is checked when
     ``BAYESFAIR_NO_MEMORY_CHECK=1`` or when the available memory cannot be read."""
-    if memory_check_disabled():
+    if _memory.memory_check_disabled():
         return
-    avail = available_memory()
+    avail = _memory.available_memory()
     if avail.bytes is None or estimate.peak <= avail.bytes:
         return
     raise StudyMemoryError(

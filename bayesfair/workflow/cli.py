@@ -45,8 +45,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bayesfair.core import _memory
 from bayesfair.core._atomic import WriteError
-from bayesfair.core._memory import available_memory, format_bytes
+from bayesfair.core._memory import format_bytes
 from bayesfair.core._signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupts
 from bayesfair.core.compat import IncompatibleError
 from bayesfair.core.version import __version__
@@ -270,7 +271,7 @@ class _Bar:
 
 def _memory_line(study: Any) -> str:
     est = study.memory_estimate()
-    avail = available_memory()
+    avail = _memory.available_memory()
     have = f"; {format_bytes(avail.bytes)} {avail.source}" if avail.bytes is not None else ""
     return f"  memory about {format_bytes(est.peak)} at its peak{have}"
 
