@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
+from bayesfair.core.declare import Cap, _members, _num, _parts
 from bayesfair.workflow import registry
 from bayesfair.workflow.config import ConfigError, Study, load_config, parse_config, parse_override, set_path
 
@@ -244,3 +245,43 @@ def test_every_posterior_family_is_declared_or_listed_as_python_only(capsys):
     assert out.count("(Python only:") == len(PYTHON_ONLY_POSTERIORS)
     err = _error(_with("policies.X", {"name": "thompson", "posterior": {"name": "hierarchical_logit_normal"}}))
     assert err.path == "policies.X.posterior.name" and "available from Python only: an MCMC-fallback" in str(err)
+
+
+def _bounded_params():
+    from _checks import EXAMPLE_STUDY
+
+    cases = []
+    for kind in ("policy", "environment", "posterior", "merit", "metric"):
+        for e in registry.entries(kind):
+            for p in e.params():
+                if p.kind in ("int", "float") and p.low is not None:
+                    cases.append(pytest.param(kind, e.name, p.name, int(p.low) - 1 if p.kind == "int" else p.low - 0.5,
+                                              EXAMPLE_STUDY, id=f"{e.name}.{p.name}"))
+    return cases
+
+
+@pytest.mark.parametrize("kind, name, param, bad, study", _bounded_params())
+def test_a_config_and_a_python_call_get_the_same_message(kind, name, param, bad, study):
+    """One declared type checks both: a value below a declared bound gives the config error and
+    the Python call's error with the same text, naming the field and the allowed range."""
+    entry = registry.get(kind, name)
+    example = entry.examples()[0]
+    with pytest.raises(ConfigError) as config:
+        registry.check_params(kind, {**example, param: bad}, kind, study=study)
+    assert config.value.path == f"{kind}.{param}" and "allowed" in config.value.message
+    _, norm = registry.check_params(kind, example, kind, study=study)
+    with pytest.raises(ConfigError) as call:  # build() calls the constructor: its ValueError, wrapped
+        registry.build(kind, {**norm, param: bad}, kind)
+    expected = config.value.message
+    if any(isinstance(m, Cap) for t in _members(entry_param(entry, param).type) for m in _parts(t)[1]):
+        # a size cap bounds configs only: the Python call is told its own range
+        expected = expected.replace(f", {_num(_cap(entry, param), True)}]", ", inf)")
+    assert call.value.message == f"{name}: {param}: {expected}"
+
+
+def entry_param(entry, name):
+    return {p.name: p for p in entry.params()}[name]
+
+
+def _cap(entry, name):
+    return next(m.high for t in _members(entry_param(entry, name).type) for m in _parts(t)[1] if isinstance(m, Cap))

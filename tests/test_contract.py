@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _checks import assert_valid_selection
+from _checks import EXAMPLE_ENV, EXAMPLE_STUDY, assert_valid_selection, policy_examples
 from jax import lax
 
 import bayesfair as bf
@@ -38,6 +38,9 @@ _ENV_CACHE: dict[str, tuple] = {}
 
 
 def _cases(kind: str) -> list:
+    if kind == "policy":
+        return [pytest.param(e.name, i, spec, id=label) for e in registry.entries(kind)
+                for i, (label, spec) in enumerate(policy_examples(e))]
     return [pytest.param(e.name, i, spec, id=f"{e.name}[{i}]")
             for e in registry.entries(kind) for i, spec in enumerate(e.examples())]
 
@@ -49,7 +52,7 @@ def build(kind: str, spec: dict, study: dict | None = None):
 
 
 def example_env(entry: registry.Entry):
-    table = dict(entry.example_env or registry.EXAMPLE_ENV)
+    table = dict(entry.example_env or EXAMPLE_ENV)
     key = repr(sorted(table.items()))
     if key not in _ENV_CACHE:
         _ENV_CACHE[key] = build("environment", table)[0]
@@ -79,7 +82,7 @@ def play(pol, env, key, n_hist):
 def test_policy_contract(name, index, spec, tmp_path):
     entry = registry.get("policy", name)
     env = example_env(entry)
-    pol, recipe = build("policy", spec, study=registry.EXAMPLE_STUDY)
+    pol, recipe = build("policy", spec, study=EXAMPLE_STUDY)
     assert isinstance(pol, bf.Policy) and pol.config  # the recorded config (declared or hand-written)
     keys = jax.random.split(jax.random.key(index), KEYS_PER_HIST * len(HIST))
     n_hist = jnp.repeat(jnp.asarray(HIST, jnp.int32), KEYS_PER_HIST)
@@ -167,7 +170,7 @@ def test_every_entry_is_buildable_from_its_example():
     for kind in registry.KINDS:
         for e in registry.entries(kind):
             for spec in e.examples():
-                registry.check_params(kind, spec, kind, study=registry.EXAMPLE_STUDY)
+                registry.check_params(kind, spec, kind, study=EXAMPLE_STUDY)
 
 
 def test_fair_policy_is_proportional_to_merit():
@@ -184,7 +187,7 @@ def test_fair_policy_is_proportional_to_merit():
 def test_python_only_merits_keep_the_policy_contract():
     """A custom merit (a Python function, no TOML form; no log_fn) in the bi-level policies."""
     pol = bf.policies.bilevel.bf_ucb((0.2, 0.3, 0.25), bf.merit.custom(lambda x: 1.0 + x**2))
-    env = build("environment", registry.EXAMPLE_ENV)[0]
+    env = build("environment", EXAMPLE_ENV)[0]
     keys = jax.random.split(jax.random.key(0), KEYS_PER_HIST * len(HIST))
     n_hist = jnp.repeat(jnp.asarray(HIST, jnp.int32), KEYS_PER_HIST)
     _, _, (action, probs, info) = jax.jit(jax.vmap(lambda k, n: play(pol, env, k, n)))(keys, n_hist)

@@ -49,8 +49,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _checks import EXAMPLE_ENV, EXAMPLE_STUDY  # noqa: E402
 
 import bayesfair  # noqa: F401  (must precede jax)
+from bayesfair.core.declare import REAL_MAX, REAL_MIN
 from bayesfair.workflow import registry
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -171,11 +173,11 @@ def _in_range_int(p: registry.Param):
 
 def _extremes(p: registry.Param) -> list[Any]:
     """Valid but extreme values of a number parameter (within the registry's float32-safe
-    magnitudes, ``registry.REAL_MIN``/``REAL_MAX``)."""
+    magnitudes, ``REAL_MIN``/``REAL_MAX``)."""
     if p.kind == "int":
         lo = int(math.ceil(p.low)) if p.low is not None else -(10**6)
         return [lo, lo + 1, 10**6 if p.high is None else int(p.high)]
-    big, tiny = registry.REAL_MAX, registry.REAL_MIN
+    big, tiny = REAL_MAX, REAL_MIN
     lo = -big if p.low is None else (float(np.nextafter(p.low, np.inf)) if p.low_open else float(p.low))
     hi = big if p.high is None else (float(np.nextafter(p.high, -np.inf)) if p.high_open else float(p.high))
     out = [max(lo, -big), min(hi, big)]
@@ -316,7 +318,7 @@ _POSTERIOR_VALID = {"a0": _floats(0.1, 5.0), "b0": _floats(0.1, 5.0), "prior_var
 
 
 def _built_example(kind: str, entry: registry.Entry) -> Any:
-    _, norm = registry.check_params(kind, entry.examples()[0], kind, study=registry.EXAMPLE_STUDY)
+    _, norm = registry.check_params(kind, entry.examples()[0], kind, study=EXAMPLE_STUDY)
     return registry.build(kind, norm, kind)
 
 
@@ -335,7 +337,7 @@ def _split_by_declaration() -> tuple[list[str], list[str], list[str], list[str]]
         linear = type(_built_example("posterior", e)).__name__ == "LinearPosterior"
         (lin_post if linear else mab_post).append(e.name)
     for e in registry.entries("policy"):
-        (lin_pol if _is_contextual(dict(e.example_env or registry.EXAMPLE_ENV)) else mab_pol).append(e.name)
+        (lin_pol if _is_contextual(dict(e.example_env or EXAMPLE_ENV)) else mab_pol).append(e.name)
     return mab_post, lin_post, mab_pol, lin_pol
 
 

@@ -4,6 +4,7 @@ every round (an action outside 0..K-1, or one that pi_t gives no mass, stops the
 ``SimulationError`` naming the policy, the run and the round)."""
 
 import sys
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -131,7 +132,7 @@ def test_the_policy_label_alone_when_it_is_the_policy_name(env):
 # the same policies named by a config's import path
 
 
-def broken_policy(fault: str = "none") -> Policy:
+def broken_policy(fault: Literal["none", "float_action", "outside"] = "none") -> Policy:
     """A round-robin policy with one ``fault``: ``float_action``, ``outside`` (plays arm K at round 3)
     or ``none``."""
     def select(key, obs):
@@ -156,15 +157,14 @@ def _config(fault):
 def declared_broken_policy():
     """``broken_policy`` declared as a policy for the test's duration (a config may name only
     declared constructors by import path), then forgotten again."""
-    from bayesfair.core.declare import choice, declare
-    from bayesfair.workflow import registry
+    from bayesfair.core.declare import declare, entries
 
-    declared = declare("policy", fault=choice("none", "float_action", "outside"))(broken_policy)
+    declared = declare("policy")(broken_policy)
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setattr(sys.modules[__name__], "broken_policy", declared)
     yield
     monkeypatch.undo()
-    registry._ENTRIES["policy"].pop("broken_policy", None)
+    entries("policy").pop("broken_policy", None)
 
 
 def test_a_config_import_path_policy_is_checked(declared_broken_policy):

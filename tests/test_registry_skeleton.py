@@ -43,8 +43,8 @@ def dropped_in(tmp_path, monkeypatch):
     for module in added:  # forget them again (other tests see the shipped registry)
         sys.modules.pop(module, None)
         registry._DISCOVERED.discard(module)
-    registry._ENTRIES["policy"].pop("softmax", None)
-    registry._ENTRIES["environment"].pop("uniform_noise_arms", None)
+    registry.declared("policy").pop("softmax", None)
+    registry.declared("environment").pop("uniform_noise_arms", None)
 
 
 def test_skeleton_policy_and_environment_are_registered_by_their_file_alone(dropped_in, tmp_path, capsys):
@@ -76,8 +76,8 @@ def test_skeleton_policy_and_environment_are_registered_by_their_file_alone(drop
     bad.write_text(cfg.read_text().replace("temperature = 0.2", "temperature = -1.0"))
     with pytest.raises(registry.ConfigError, match=r"policies.Softmax.temperature: out of range"):
         load_config(bad)
-    softmax = registry.get("policy", "softmax").resolve()
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    softmax = registry.get("policy", "softmax").target
+    with pytest.raises(ValueError, match=r"temperature: out of range: allowed a number in \(0, inf\), got -1.0"):
         softmax(temperature=-1.0)
 
     # the contract test picks both up from the registry, with no table to edit
@@ -107,7 +107,7 @@ def four_dropped_in(tmp_path, monkeypatch):
         sys.modules.pop(module, None)
         registry._DISCOVERED.discard(module)
     for _, _, kind, name in kinds:
-        registry._ENTRIES[kind].pop(name, None)
+        registry.declared(kind).pop(name, None)
 
 
 def test_each_kind_is_one_file_run_from_a_config_by_the_cli(four_dropped_in, tmp_path, capsys):

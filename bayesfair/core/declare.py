@@ -1,28 +1,29 @@
-"""Declarations: how a constructor (policy, environment, posterior, merit) states its config form.
+"""Declarations: a constructor states its config form with ordinary Python types.
 
-Each constructor declares itself once, next to its signature, with :func:`declare`::
+A policy, environment, posterior, merit or metric constructor declares itself once, with
+:func:`declare`, and types its parameters as Python types with their ranges::
 
-    @declare("policy", epsilon=real(0, 1), example={"merit": EXAMPLE_MERIT})
-    def fairx_eg(merit: Merit, *, epsilon: float = 0.05) -> Policy: ...
+    @declare("policy", example={"epsilon": 0.1})
+    def fairx_eg(merit: Merit, *, epsilon: Unit = 0.05) -> Policy: ...
 
-That declaration gives the registry entry (configs, ``bayesfair list``, saved-policy recipes),
-the schema a config is checked against before anything is built (:func:`check_value`), the checks
-of a Python call (``fairx_eg(merit, epsilon=2.0)`` raises ``ValueError: epsilon must be in [0.0,
-1.0], got 2.0``), a policy's ``config`` (``{"algorithm": name, <bound arguments>}``, recorded in
-result files) and the example arguments the contract test (``tests/test_contract.py``) builds it
-with. Looking entries up by name, discovering the shipped modules and building objects from config
-tables is the study layer's :mod:`bayesfair.workflow.registry`.
+where ``Unit = Annotated[float, Ge(0), Le(1)]`` (bounds are :mod:`annotated_types`'s ``Gt``, ``Ge``,
+``Lt``, ``Le``). The annotations are the schema: :func:`check` coerces a config value and checks a
+Python argument against them with the same message, naming the field and the allowed range
+(``epsilon: out of range: allowed a number in [0, 1], got 2.0``). Types understood:
 
-Schemas
--------
-Every keyword of the constructor is a config key, required when it has no default. Its kind and
-range are the declared spec (:func:`real`, :func:`integer`, :func:`choice`, :func:`floats`, ...);
-an undeclared parameter is typed by its annotation (``Merit`` is a merit table inheriting the
-study's ``[merit]``, ``Posterior``/``LinearPosterior`` a posterior table) or its default value. Every
-real number of a config must also fit the float32 simulator: a magnitude of at most 1e15, and a
-positive parameter at least 1e-15 (:data:`REAL_MAX`, :data:`REAL_MIN`); size caps (``cap=True``, e.g.
-``n_arms`` <= 10,000) bound configs only, not Python calls. A required ``horizon`` takes the study's
-horizon when the config leaves it out.
+- ``bool``, ``int``, ``float``, ``str``, ``Literal[...]``, each optionally ``Annotated`` with bounds,
+  :class:`Cap` (an upper bound on configs only, e.g. a size) or :class:`Inherit` (the study key
+  that supplies the value when a config leaves it out);
+- ``list[X]``, ``tuple[X, Y]`` (a fixed-length list), a ``TypedDict`` (a table with those keys),
+  unions (``float | list[float]``; ``X | None`` is optional);
+- the result types of the kinds (``Merit``, ``Posterior``, ...: classes carrying
+  ``__bayesfair_kind__``), which a config gives as a nested table ``{name = ..., ...}``;
+- any other class (an array type, a callable): Python-only values, passed to the constructor.
+
+A declared policy that records no ``config`` of its own gets ``{"algorithm": key, <bound
+arguments>}``, nested objects as tables. Every real number of a config or call must fit the
+float32 simulator (:data:`REAL_MAX`, :data:`REAL_MIN`). Looking entries up by name, discovering the
+shipped modules and building objects from config tables is :mod:`bayesfair.workflow.registry`.
 """
 
 from __future__ import annotations
@@ -31,52 +32,22 @@ import functools
 import importlib
 import inspect
 import math
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypedDict, get_args, get_origin
 
-from bayesfair.core import _validate as v
+import annotated_types as at
+import numpy as np
 
 __all__ = [
-    "ConfigError",
-    "Param",
-    "Entry",
-    "KINDS",
-    "REAL_MIN",
-    "REAL_MAX",
-    "declare",
-    "register",
-    "real",
-    "integer",
-    "choice",
-    "floats",
-    "ints",
-    "strs",
-    "group_label_list",
-    "pair",
-    "POSITIVE",
-    "check_value",
-    "set_callable_describer",
-    "python_only",
-    "EXAMPLE_ENV",
-    "EXAMPLE_STUDY",
-    "EXAMPLE_POSTERIORS",
+    "ConfigError", "Param", "Entry", "KINDS", "REAL_MIN", "REAL_MAX", "Cap", "Inherit",
+    "Positive", "Count", "Index", "NonNegative", "Unit", "OpenUnit", "Horizon", "Floors", "Pair", "Labels", "Range",
+    "declare", "check", "python_only", "set_callable_describer", "entries", "python_only_entries",
 ]
 
 KINDS = ("policy", "environment", "posterior", "merit", "metric")
-_PLURAL = {"policy": "policies", "environment": "environments", "posterior": "posteriors", "merit": "merits",
-           "metric": "metrics"}
-_RETURNS = {
-    "policy": ("Policy",),
-    "environment": ("Environment",),
-    "posterior": ("Posterior", "LinearPosterior"),
-    "merit": ("Merit",),
-    "metric": ("Metric",),
-}
-_PACKAGES = {"policy": "bayesfair.policies", "environment": "bayesfair.environments",
-             "posterior": "bayesfair.posteriors", "merit": "bayesfair.core.merit",
-             "metric": "bayesfair.simulation"}
 
 
 class ConfigError(ValueError):
@@ -94,51 +65,246 @@ class ConfigError(ValueError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
-_REQUIRED = object()
+@dataclass(frozen=True)
+class Cap:
+    """An upper bound on what a config may ask for (a size), not on a Python call."""
+
+    high: float
 
 
-def _bound(value: float, kind: str) -> str:
-    """A range bound as a reader writes it: integers in full (10000000, not 1e+07)."""
-    if kind in ("int", "ints") and float(value).is_integer():
-        return str(int(value))
-    return f"{value:g}"
+@dataclass(frozen=True)
+class Inherit:
+    """The study key (``merit``, ``horizon``, ``floors``) that supplies a value a config leaves out."""
+
+    key: str
+
+
+Positive = Annotated[float, at.Gt(0)]
+Count = Annotated[int, at.Ge(1)]
+Index = Annotated[int, at.Ge(0)]  # also seeds
+NonNegative = Annotated[float, at.Ge(0)]
+Unit = Annotated[float, at.Ge(0), at.Le(1)]
+OpenUnit = Annotated[float, at.Gt(0), at.Lt(1)]  # a probability such as delta
+Horizon = Annotated[int, at.Ge(1), Inherit("horizon")]
+Floors = Annotated[list[Annotated[float, at.Gt(0), at.Le(1)]], Inherit("floors")]
+Pair = tuple[float, float]
+Labels = list[str] | list[Annotated[int, at.Ge(0)]]  # a group per item: names or indices
+
+
+class Range(TypedDict):
+    """``{low, high}``: numbers drawn uniformly per run (a number or one per item for each bound)."""
+
+    low: float | list[float]
+    high: float | list[float]
+
+
+# Real numbers are used in float32 inside the simulator: a magnitude above 1e15 (a square above
+# float32's range) or a positive parameter below 1e-15 overflows or underflows there.
+REAL_MIN, REAL_MAX = 1e-15, 1e15
+_REQUIRED = inspect.Parameter.empty
+
+
+def _parts(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``(base type, metadata)`` of a possibly ``Annotated`` type."""
+    meta: tuple[Any, ...] = ()
+    while get_origin(tp) is Annotated:
+        meta += tuple(tp.__metadata__)
+        tp = tp.__origin__
+    return tp, tuple(m2 for m in meta for m2 in (m if isinstance(m, at.Interval) else [m]))
+
+
+def _members(tp: Any) -> tuple[Any, ...]:
+    return get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
+def _bounds(meta: tuple[Any, ...], cap: bool) -> tuple[float | None, bool, float | None, bool]:
+    """``(low, low_open, high, high_open)`` of the bound metadata (caps included when ``cap``)."""
+    lo = hi = None
+    lo_open = hi_open = False
+    for m in meta:
+        if isinstance(m, (at.Gt, at.Ge)):
+            lo, lo_open = float(m.gt if isinstance(m, at.Gt) else m.ge), isinstance(m, at.Gt)
+        elif isinstance(m, (at.Lt, at.Le)):
+            hi, hi_open = float(m.lt if isinstance(m, at.Lt) else m.le), isinstance(m, at.Lt)
+        elif isinstance(m, Cap) and cap:
+            hi, hi_open = float(m.high), False
+    return lo, lo_open, hi, hi_open
+
+
+def _num(v: float, integer: bool) -> str:
+    return str(int(v)) if integer and float(v).is_integer() else f"{v:g}"
+
+
+def describe(tp: Any, *, cap: bool = True) -> str:
+    """What a value of type ``tp`` may be, as a reader writes it: ``a number in (0, inf)``."""
+    members = [m for m in _members(tp) if m is not type(None)]
+    written = [m for m in members if _form(m) not in ("any", "object")]  # what a config can write
+    text = " or ".join(_describe_one(m, cap) for m in written or members)
+    return text + (" (optional)" if len(members) < len(_members(tp)) else "")
+
+
+def _describe_one(tp: Any, cap: bool) -> str:
+    base, meta = _parts(tp)
+    origin, args = get_origin(base), get_args(base)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(c) for c in args)
+    if origin in (list, Sequence):
+        inner = _describe_one(args[0], cap) if args else "any value"
+        if inner.startswith(("a ", "an ")):  # "a number in (0, 1]" -> "numbers in (0, 1]"
+            word, _, rest = inner.split(" ", 1)[1].partition(" ")
+            inner = f"{word}s {rest}".strip()
+        return f"a list of {inner}"
+    if origin is tuple:
+        return f"a list of {len(args)} numbers [low, high]" if args == (float, float) else f"a list of {len(args)}"
+    if isinstance(base, type) and typing.is_typeddict(base):
+        return "a table {" + ", ".join(base.__annotations__) + "}"
+    kind = getattr(base, "__bayesfair_kind__", None)
+    if kind is not None:
+        return {"merit": 'a merit table such as {name = "exponential", c = 4.0}',
+                "posterior": 'a posterior table such as {name = "beta_bernoulli"}'}.get(kind, f"a {kind} table")
+    what = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(base)
+    if what is None:
+        return "any value" if base is Any else f"a {getattr(base, '__name__', base)} (Python only)"
+    lo, lo_open, hi, hi_open = _bounds(meta, cap)
+    if lo is not None or hi is not None:
+        what += (f" in {'(' if lo_open or lo is None else '['}{'-inf' if lo is None else _num(lo, base is int)}, "
+                 f"{'inf' if hi is None else _num(hi, base is int)}{')' if hi_open or hi is None else ']'}")
+    return what
+
+
+def _fmt(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _shape(v: Any) -> str:
+    """The coarse form of a value, to choose the member of a union it is meant as."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float, np.integer, np.floating)) or (getattr(v, "ndim", None) == 0):
+        return "number"
+    return {str: "str", list: "list", tuple: "list", dict: "table"}.get(type(v), "object")
+
+
+def _form(tp: Any) -> str:
+    base, _ = _parts(tp)
+    origin = get_origin(base)
+    if origin is Literal or base is str:
+        return "str"
+    if base in (int, float):
+        return "number"
+    if base is bool:
+        return "bool"
+    if origin in (list, Sequence, tuple):
+        return "list"
+    if (isinstance(base, type) and typing.is_typeddict(base)) or hasattr(base, "__bayesfair_kind__") \
+            or origin in (dict, Mapping) or base is dict:
+        return "table"
+    return "any" if base is Any else "object"
+
+
+def _kind(tp: Any) -> str:
+    base, _ = _parts(tp)
+    form, args = _form(tp), get_args(base)
+    if form == "number":
+        return "int" if base is int else "float"
+    if form == "list":
+        if get_origin(base) is tuple:
+            return "pair"
+        return {"int": "ints", "float": "floats", "str": "strs"}.get(_kind(args[0]) if args else "any", "any")
+    if form == "table":
+        return getattr(base, "__bayesfair_kind__", "table")
+    return form if form in ("str", "bool") else "any"
+
+
+def check(tp: Any, value: Any, path: str, *, config: bool = True) -> Any:
+    """Check ``value`` against the declared type ``tp``; return it normalized (ints of a float
+    field become floats, tuples of a list field lists).
+
+    ``config=True`` checks a config value (TOML types only, caps apply); ``config=False`` a Python
+    argument (arrays and objects pass to the constructor, which checks them). Both raise
+    :class:`ConfigError` with the same message; its ``path`` is ``path``.
+    """
+    members = _members(tp)
+    if value is None:
+        if type(None) in members or not config:  # a Python None is the constructor's to refuse
+            return None
+        raise ConfigError(path, f"wrong type: expected {describe(tp, cap=config)}, got nothing")
+    shape = _shape(value)
+    if not config and shape == "object":
+        return value
+    options = [m for m in members if m is not type(None)]
+    matched = [m for m in options if _form(m) in (shape, "any")
+               or (shape == "str" and _form(m) == "table" and hasattr(_parts(m)[0], "__bayesfair_kind__"))]
+    if not matched:
+        if not config and any(_form(m) == "object" for m in options):
+            return value
+        raise ConfigError(path, f"wrong type: expected {describe(tp, cap=config)}, got {_fmt(value)} "
+                                f"({type(value).__name__})")
+    if shape == "list" and len(matched) > 1:  # list[str] | list[int]: by the first element
+        inner = [m for m in matched if get_args(_parts(m)[0])
+                 and _form(get_args(_parts(m)[0])[0]) in (_shape(value[0]) if value else "any", "any")]
+        matched = inner or matched
+    return _check_one(matched[0], value, path, config, tp)
+
+
+def _check_one(tp: Any, value: Any, path: str, config: bool, whole: Any) -> Any:
+    base, meta = _parts(tp)
+    origin, args = get_origin(base), get_args(base)
+    allowed = describe(whole, cap=config)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(path, f"invalid value: allowed {allowed}, got {_fmt(value)}")
+        return value
+    if base in (int, float):
+        if base is int and not (isinstance(value, (int, np.integer)) or (not config and float(value).is_integer())):
+            raise ConfigError(path, f"wrong type: expected {allowed}, got {_fmt(value)} ({type(value).__name__})")
+        out = int(value) if base is int else float(value)
+        if base is float and not math.isfinite(out):
+            raise ConfigError(path, f"must be finite; allowed: {allowed}; got {_fmt(value)}")
+        lo, lo_open, hi, hi_open = _bounds(meta, config)
+        if (lo is not None and (out <= lo if lo_open else out < lo)) or \
+                (hi is not None and (out >= hi if hi_open else out > hi)):
+            raise ConfigError(path, f"out of range: allowed {allowed}, got {_fmt(value)}")
+        if base is float and abs(out) > REAL_MAX:
+            raise ConfigError(path, f"out of range: allowed {allowed} of magnitude at most {REAL_MAX:g} (the "
+                                    f"simulator computes in float32), got {_fmt(value)}")
+        if base is float and lo == 0 and lo_open and out < REAL_MIN:
+            raise ConfigError(path, f"out of range: allowed {allowed}, at least {REAL_MIN:g} (smaller positive "
+                                    f"values underflow in the float32 simulator), got {_fmt(value)}")
+        return out
+    if origin in (list, Sequence, tuple):
+        if not value:
+            raise ConfigError(path, f"wrong type: expected {allowed}, got an empty list")
+        if origin is tuple and len(value) != len(args):
+            raise ConfigError(path, f"expected {allowed}, got {len(value)} values: {_fmt(value)}")
+        inner = args if origin is tuple else (args[0] if args else Any,) * len(value)
+        out = [check(t, v, f"{path}[{i}]", config=config) for i, (t, v) in enumerate(zip(inner, value, strict=True))]
+        return tuple(out) if origin is tuple and not config else out
+    if isinstance(base, type) and typing.is_typeddict(base):
+        keys = list(base.__annotations__)
+        for k in value:
+            if k not in keys:
+                raise ConfigError(f"{path}.{k}", f"unknown key; allowed: {', '.join(keys)}")
+        hints = typing.get_type_hints(base)
+        for k in keys:
+            if k not in value:
+                raise ConfigError(f"{path}.{k}", f"required ({allowed})")
+        return {k: check(hints[k], value[k], f"{path}.{k}", config=config) for k in keys}
+    return value  # bool and str are checked by their form; tables and objects by their builders
 
 
 @dataclass(frozen=True)
 class Param:
-    """One constructor parameter as a config key.
+    """One constructor parameter as a config key: its declared type and default.
 
-    Attributes
-    ----------
-    name : str
-    kind : str
-        ``int``, ``float``, ``bool``, ``str``, ``floats`` (list of numbers), ``ints``, ``strs``,
-        ``pair`` (two numbers), ``float_or_floats``, ``float_or_str``, ``means`` (numbers, or a
-        table ``{low, high}``), ``merit``, ``posterior``, or ``any``.
-    default : Any
-        The constructor's default (``Param.required`` when there is none).
-    low, high : float, optional
-        Allowed range of a number (of every element of a list).
-    low_open, high_open : bool
-        Whether the bounds are excluded.
-    choices : tuple, optional
-        Allowed values of a string.
-    inherit : str, optional
-        Study key that supplies the value when the config leaves it out.
-    cap : bool
-        ``high`` (or ``choices``) restricts configs only (what a study may ask for), not Python calls.
+    ``kind`` (``int``, ``float``, ``floats``, ``merit``, ...), ``low``/``high``, ``low_open``/
+    ``high_open``, ``choices`` and ``inherit`` are read off the type for listings and the tests.
     """
 
     name: str
-    kind: str = "any"
+    type: Any = Any
     default: Any = _REQUIRED
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple | None = None
-    inherit: str | None = None
-    cap: bool = False
 
     required = _REQUIRED
 
@@ -146,160 +312,86 @@ class Param:
     def is_required(self) -> bool:
         return self.default is _REQUIRED and self.inherit is None
 
+    @property
+    def inherit(self) -> str | None:
+        marks = [m for t in _members(self.type) for m in _parts(t)[1] if isinstance(m, Inherit)]
+        if marks:
+            return marks[0].key
+        return "merit" if self.kind == "merit" else None
+
+    @property
+    def kind(self) -> str:
+        """The coarse kind of the type (``float``, ``floats``, ``means``, ``posterior``, ...)."""
+        kinds = [k for k in dict.fromkeys(_kind(m) for m in _members(self.type) if m is not type(None)) if k != "any"]
+        combined = {("strs", "ints"): "labels", ("floats", "table"): "means", ("float", "floats"): "float_or_floats",
+                    ("float", "str"): "float_or_str"}
+        return combined.get(tuple(kinds), kinds[0] if kinds else "any")
+
+    def _number(self) -> tuple[Any, tuple[Any, ...]]:
+        for m in _members(self.type):
+            base, meta = _parts(m)
+            if get_origin(base) in (list, Sequence) and get_args(base):
+                base, meta = _parts(get_args(base)[0])
+            if base in (int, float):
+                return base, meta
+        return None, ()
+
+    @property
+    def low(self) -> float | None:
+        return _bounds(self._number()[1], True)[0]
+
+    @property
+    def low_open(self) -> bool:
+        return _bounds(self._number()[1], True)[1]
+
+    @property
+    def high(self) -> float | None:
+        return _bounds(self._number()[1], True)[2]
+
+    @property
+    def high_open(self) -> bool:
+        return _bounds(self._number()[1], True)[3]
+
+    @property
+    def choices(self) -> tuple | None:
+        for m in _members(self.type):
+            base = _parts(m)[0]
+            if get_origin(base) in (list, Sequence) and get_args(base):
+                base = _parts(get_args(base)[0])[0]
+            if get_origin(base) is Literal:
+                return get_args(base)
+        return None
+
     def allowed(self) -> str:
-        """Human description of what the parameter accepts."""
-        what = {
-            "int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-            "floats": "a list of numbers", "ints": "a list of integers", "strs": "a list of strings",
-            "labels": "a list with a label per item: group names (strings) or group indices (integers)",
-            "pair": "a list of two numbers [low, high]", "float_or_floats": "a number or a list of numbers",
-            "float_or_str": "a number or a string", "means": "a list of numbers or a table {low, high}",
-            "merit": 'a merit table such as {name = "exponential", c = 4.0}',
-            "posterior": 'a posterior table such as {name = "beta_bernoulli"}', "any": "any value",
-        }[self.kind]
-        if self.choices is not None:
-            what = "one of " + ", ".join(repr(c) for c in self.choices)
-        if self.low is not None or self.high is not None:
-            lo = "-inf" if self.low is None else _bound(self.low, self.kind)
-            hi = "inf" if self.high is None else _bound(self.high, self.kind)
-            lb = "(" if self.low_open or self.low is None else "["
-            hb = ")" if self.high_open or self.high is None else "]"
-            what += f" in {lb}{lo}, {hi}{hb}"
-        if self.default is None:
-            what += " (optional)"
-        return what
+        """What the parameter accepts in a config."""
+        return describe(self.type)
 
     def describe(self) -> str:
         """``name=default`` (or ``name`` when required) for listings."""
         if self.inherit is not None and self.default is _REQUIRED:
             return f"{self.name}=<study {self.inherit}>"
-        if self.default is _REQUIRED:
-            return f"{self.name} (required)"
-        return f"{self.name}={self.default!r}"
+        return f"{self.name} (required)" if self.default is _REQUIRED else f"{self.name}={self.default!r}"
 
-    def check_call(self, value: Any) -> Any:
-        """Check a Python argument against the declared range; errors name the parameter.
-
-        Only numbers and strings are checked (arrays, objects and ``None`` pass through to the
-        constructor); the messages are :mod:`bayesfair.core._validate`'s (``sigma must be > 0, got -1.0``).
-        """
-        n = self.name
-        if value is None or isinstance(value, (list, tuple, dict)) or getattr(value, "ndim", 0) != 0:
-            return value  # containers and arrays are the constructor's to check
-        if not isinstance(value, (bool, int, float, str)) and getattr(value, "ndim", None) != 0:
-            return value  # objects (merits, posteriors, tables)
-        if self.kind in ("float", "float_or_floats") or (self.kind == "float_or_str" and not isinstance(value, str)):
-            lo, hi = self.low, None if self.cap else self.high
-            if lo is not None and hi is not None:
-                v.float_in(n, value, float(lo), float(hi), low_open=self.low_open, high_open=self.high_open)
-                return value
-            out = v.finite_float(n, value)
-            if lo is not None and (out <= lo if self.low_open else out < lo):
-                raise ValueError(f"{n} must be {'>' if self.low_open else '>='} {lo:g}, got {out}")
-            if hi is not None and (out >= hi if self.high_open else out > hi):
-                raise ValueError(f"{n} must be {'<' if self.high_open else '<='} {hi:g}, got {out}")
-        elif self.kind == "int":
-            lo = None if self.low is None else int(math.ceil(self.low)) + (1 if self.low_open else 0)
-            out = v.positive_int(n, value, minimum=lo) if lo is not None else value
-            if self.high is not None and not self.cap and out > self.high:
-                raise ValueError(f"{n} must be an integer in [{lo}, {self.high:g}], got {out}")
-        elif self.kind == "str" and self.choices is not None and not self.cap and value not in self.choices:
-            raise ValueError(f"{n} must be one of {', '.join(repr(c) for c in self.choices)}, got {value!r}")
-        return value
-
-
-# ---------------------------------------------------------------------------------------------
-# parameter specs for declarations
-
-
-def real(low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
-         cap: bool = False) -> dict[str, Any]:
-    """A real number in [low, high] (bounds optional; ``low_open``/``high_open`` exclude them)."""
-    return {"kind": "float", "low": low, "high": high, "low_open": low_open, "high_open": high_open, "cap": cap}
-
-
-#: A real number > 0.
-POSITIVE = real(0.0, low_open=True)
-
-
-def integer(low: int | None = None, high: int | None = None, *, cap: bool = False,
-            inherit: str | None = None) -> dict[str, Any]:
-    """An integer in [low, high]; ``cap=True`` makes ``high`` a config-only size cap; ``inherit``
-    names the study key that supplies it when a config leaves it out (e.g. ``"horizon"``)."""
-    return {"kind": "int", "low": low, "high": high, "cap": cap, "inherit": inherit}
-
-
-def choice(*choices: str, cap: bool = False) -> dict[str, Any]:
-    """One of the given strings; ``cap=True`` restricts configs only (the Python constructor also
-    takes other forms, e.g. an array of contexts)."""
-    return {"kind": "str", "choices": tuple(choices), "cap": cap}
-
-
-def floats(low: float | None = None, high: float | None = None, *, low_open: bool = False,
-           high_open: bool = False, inherit: str | None = None) -> dict[str, Any]:
-    """A list of numbers, each in [low, high] (``inherit``: the study key supplying a default)."""
-    return {"kind": "floats", "low": low, "high": high, "low_open": low_open, "high_open": high_open,
-            "inherit": inherit}
-
-
-def ints(low: int | None = None, high: int | None = None) -> dict[str, Any]:
-    """A list of integers, each in [low, high]."""
-    return {"kind": "ints", "low": low, "high": high}
-
-
-def strs(*choices: str) -> dict[str, Any]:
-    """A list of strings (each one of ``choices`` when given)."""
-    return {"kind": "strs", "choices": choices or None}
-
-
-def group_label_list() -> dict[str, Any]:
-    """A group label per item: all strings (names) or all integers >= 0 (indices)."""
-    return {"kind": "labels", "low": 0}
-
-
-def pair() -> dict[str, Any]:
-    """Two numbers ``[low, high]`` (passed to the constructor as a tuple)."""
-    return {"kind": "pair"}
-
-
-# ---------------------------------------------------------------------------------------------
-# entries
+    def check(self, value: Any, path: str | None = None, *, config: bool = True) -> Any:
+        """:func:`check` of a value for this parameter (``path`` defaults to its name)."""
+        return check(self.type, value, self.name if path is None else path, config=config)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A named constructor.
+    """A declared constructor: its kind, name, function and contract-test examples.
 
-    Attributes
-    ----------
-    kind : str
-        One of :data:`KINDS`.
-    name : str
-        The config name.
-    target : str or callable
-        The constructor or its import path ``"module:attribute"`` (imported on first use).
-    doc : str
-        One-line description (defaults to the constructor's first docstring line).
-    specs : dict
-        Declared kinds and ranges per parameter (see :func:`declare`).
-    hidden : tuple of str
-        Constructor parameters not offered in configs (e.g. array-only ones).
-    example : dict, list of dicts or None
-        Config-style arguments the contract test builds it with (``{}`` when none are needed; a
-        list for several cases).
-    example_env : dict or None
-        For policies: the environment table the contract test runs the examples on (default: the
-        Bernoulli arms of :data:`EXAMPLE_ENV`).
+    ``example`` holds config-style arguments that build it (a list for several cases); a policy's
+    ``example_env`` is the environment table its examples run on (the tests' default when None).
     """
 
     kind: str
     name: str
-    target: str | Callable[..., Any]
-    doc: str = ""
-    specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    target: Callable[..., Any]
     hidden: tuple[str, ...] = ()
     example: Any = None
     example_env: Mapping[str, Any] | None = None
+    _params: list[tuple[Param, ...]] = field(default_factory=list, compare=False, repr=False)
 
     def examples(self) -> list[dict[str, Any]]:
         """The declared examples as config tables ``{"name": ..., **arguments}``."""
@@ -309,92 +401,52 @@ class Entry:
     @property
     def path(self) -> str:
         """The import path of the constructor."""
-        if isinstance(self.target, str):
-            return self.target
         return f"{self.target.__module__}:{self.target.__qualname__}"
 
-    def resolve(self) -> Callable[..., Any]:
-        """Import and return the constructor (raises :class:`ConfigError` if unavailable)."""
-        if callable(self.target):
-            return self.target
-        return _import_target(self.target, f"{self.kind} {self.name!r}")
-
-    def available(self) -> tuple[bool, str]:
-        """``(True, "")`` or ``(False, reason)``."""
-        try:
-            self.resolve()
-        except ConfigError as exc:
-            return False, exc.message
-        return True, ""
-
     def params(self) -> tuple[Param, ...]:
-        """The schema: one :class:`Param` per config key, from the signature and the declaration."""
-        fn = inspect.unwrap(self.resolve())
-        out = []
-        for p in inspect.signature(fn).parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in self.hidden:
-                continue
-            spec = dict(self.specs.get(p.name) or _infer(p))
-            if p.name == "horizon" and p.default is p.empty:
-                spec.setdefault("inherit", "horizon")  # a constructor that needs T gets the study's horizon
-            default = _REQUIRED if p.default is p.empty else p.default
-            out.append(Param(p.name, default=default, **spec))
-        return tuple(out)
+        """The schema: one :class:`Param` per config key, from the typed signature."""
+        if not self._params:
+            fn = inspect.unwrap(self.target)
+            hints = typing.get_type_hints(fn, include_extras=True)
+            out = []
+            for p in inspect.signature(fn).parameters.values():
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in self.hidden:
+                    continue
+                tp = hints.get(p.name, Any)
+                if p.name == "horizon" and p.default is p.empty and tp is int:
+                    tp = Horizon  # a constructor that needs T gets the study's horizon
+                out.append(Param(p.name, tp, p.default))
+            self._params.append(tuple(out))
+        return self._params[0]
+
+    def returns(self) -> Any:
+        """The declared result type (``Policy``, ``Posterior``, ...)."""
+        return typing.get_type_hints(inspect.unwrap(self.target)).get("return")
 
     def summary(self) -> str:
-        """The first line of the docstring (or ``doc``)."""
-        if self.doc:
-            return self.doc
-        try:
-            text = inspect.getdoc(self.resolve()) or ""
-        except ConfigError:
-            return ""
-        return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _infer(p: inspect.Parameter) -> dict[str, Any]:
-    """Kind of an undeclared parameter: from its annotation (merit/posterior objects) or its default."""
-    ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
-    words = set(re.findall(r"\w+", ann or ""))
-    if "Merit" in words:
-        return {"kind": "merit", "inherit": "merit"}
-    if words & {"Posterior", "LinearPosterior"}:
-        return {"kind": "posterior"}
-    d = p.default
-    if isinstance(d, bool):
-        return {"kind": "bool"}
-    if isinstance(d, int):
-        return {"kind": "int"}
-    if isinstance(d, float):
-        return {"kind": "float"}
-    if isinstance(d, str):
-        return {"kind": "str"}
-    return {"kind": "any"}
-
-
-def _import_target(target: str, what: str) -> Callable[..., Any]:
-    module, _, attr = target.partition(":")
-    if not module or not attr:
-        raise ConfigError("", f"{what}: import path must look like 'package.module:function', got {target!r}")
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError("", f"{what}: cannot import {module} ({type(exc).__name__}: {exc})") from None
-    try:
-        fn = getattr(mod, attr)
-    except AttributeError:
-        raise ConfigError("", f"{what}: module {module} has no attribute {attr!r}") from None
-    if not callable(fn):
-        raise ConfigError("", f"{what}: {target} is not callable")
-    return fn
+        """The first line of the docstring."""
+        text = (inspect.getdoc(self.target) or "").strip()
+        return text.splitlines()[0] if text else ""
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
-_BROKEN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # module -> import error
-_DISCOVERED: set[str] = set()
-
-
 _PYTHON_ONLY: dict[str, dict[str, tuple[Callable[..., Any], str]]] = {k: {} for k in KINDS}
+
+
+def entries(kind: str) -> dict[str, Entry]:
+    """The entries declared so far of one kind, by name (the registry discovers the shipped ones)."""
+    return _ENTRIES[_check_kind(kind)]
+
+
+def python_only_entries(kind: str) -> dict[str, tuple[Callable[..., Any], str]]:
+    """Constructors of one kind available from Python only: ``{name: (function, reason)}``."""
+    return _PYTHON_ONLY[_check_kind(kind)]
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return kind
 
 
 def python_only(kind: str, reason: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -410,112 +462,72 @@ def python_only(kind: str, reason: str) -> Callable[[Callable[..., Any]], Callab
     return wrap
 
 
-def _check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    return kind
-
-
-def register(kind: str, name: str, target: str | Callable[..., Any], *, doc: str = "",
-             specs: Mapping[str, Mapping[str, Any]] | None = None, hidden: tuple[str, ...] = (),
-             example: Any = None, example_env: Mapping[str, Any] | None = None) -> Entry:
-    """Register (or replace) a named constructor; :func:`declare` is the decorator form.
+def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (), example: Any = None,
+            example_env: Mapping[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a constructor of ``kind`` under ``name`` (default: the function's name).
 
     Parameters
     ----------
-    kind : {"policy", "environment", "posterior", "merit"}
-    name : str
-        The name configs use.
-    target : callable or str
-        The constructor, or its import path ``"module:function"`` (imported lazily).
-    doc : str
-        One-line description (default: the constructor's docstring).
-    specs : mapping, optional
-        Kind and range per parameter (:func:`real`, :func:`integer`, :func:`choice`, ... or a dict
-        of :class:`Param` fields).
-    hidden : tuple of str
-        Constructor parameters that configs may not set.
-    example : mapping, optional
-        Config-style arguments that build it (for the contract test); required parameters need one.
-    example_env : mapping, optional
-        For policies: the environment table its examples run on.
-    """
-    _check_kind(kind)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    entry = Entry(kind, name, target, doc, dict(specs or {}), tuple(hidden), example,
-                  None if example_env is None else dict(example_env))
-    _ENTRIES[kind][name] = entry
-    return entry
-
-
-def declare(kind: str, name: str | None = None, *, doc: str = "", hidden: tuple[str, ...] = (),
-            example: Any = None, example_env: Mapping[str, Any] | None = None,
-            **specs: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a constructor: its name, kind and parameter ranges, next to its signature.
-
-    Parameters
-    ----------
-    kind : {"policy", "environment", "posterior", "merit"}
+    kind : {"policy", "environment", "posterior", "merit", "metric"}
     name : str, optional
-        The config name (default: the function's name).
-    doc, hidden
-        As for :func:`register`.
+        The name configs use.
+    hidden : tuple of str
+        Parameters a config may not set (e.g. array-only ones).
     example : mapping or list of mappings, optional
-        Config-style arguments that build it, for the contract test (default ``{}``).
+        Config-style arguments that build it, for the contract tests (default ``{}``).
     example_env : mapping, optional
-        For policies: the environment table (``{"name": "linear_bandit", ...}``) its examples run
-        on in the contract test (default :data:`EXAMPLE_ENV`, Bernoulli arms in three groups).
-    **specs
-        Kind and range of parameters (:func:`real`, :func:`integer`, :func:`choice`, ...).
+        For policies: the environment table its examples run on in the contract tests.
 
     Returns
     -------
     callable
-        A decorator returning the constructor wrapped so that its arguments are checked against the
-        declared ranges; a policy that records no ``config`` of its own gets
-        ``{"algorithm": name, <bound arguments>}`` (merits by description, posteriors by name and
-        parameters).
+        A decorator returning the constructor wrapped so that every argument is checked against
+        its declared type (:func:`check` with ``config=False``; a bad one raises ``TypeError`` or
+        ``ValueError`` with the config's message); a policy that records no ``config`` of its own
+        gets ``{"algorithm": key, <bound arguments>}``.
     """
     _check_kind(kind)
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         key = name or fn.__name__
         sig = inspect.signature(fn)
-        unknown = sorted(set(specs) - set(sig.parameters))
-        if unknown:
-            raise TypeError(f"declare({key!r}): {fn.__name__} has no parameter {unknown[0]!r}")
-        params: dict[str, Param] = {}
 
         @functools.wraps(fn)
         def constructor(*args: Any, **kwargs: Any) -> Any:
-            if not params:
-                params.update({p.name: p for p in entry.params()})
             bound = sig.bind(*args, **kwargs)
+            types_ = {p.name: p.type for p in entry.params()}
             for arg, value in bound.arguments.items():
-                if arg in specs:
-                    bound.arguments[arg] = params[arg].check_call(value)
+                if arg in types_:
+                    try:
+                        bound.arguments[arg] = check(types_[arg], value, arg, config=False)
+                    except ConfigError as exc:
+                        raise (TypeError if exc.message.startswith("wrong type") else ValueError)(str(exc)) from None
             out = fn(*bound.args, **bound.kwargs)
             if kind == "policy" and hasattr(out, "_replace") and not out.config:
                 bound.apply_defaults()
-                out = out._replace(config=_config_of(key, bound.arguments, hidden))
+                out = out._replace(config=_recipe(key, bound.arguments, hidden))
             return out
 
-        constructor.__bayesfair_entry__ = key  # type: ignore[attr-defined]
-        constructor.__bayesfair_kind__ = kind  # type: ignore[attr-defined]
-        entry = register(kind, key, constructor, doc=doc, specs=specs, hidden=hidden,
-                         example={} if example is None else example, example_env=example_env)
+        constructor.__bayesfair_entry__ = (kind, key)  # type: ignore[attr-defined]
+        entry = Entry(kind, key, constructor, tuple(hidden), {} if example is None else example,
+                      None if example_env is None else dict(example_env))
+        _ENTRIES[kind][key] = entry
         return constructor
 
     return wrap
 
 
-def _config_value(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return [_config_value(v) for v in value]
-    if hasattr(value, "tolist") and not hasattr(value, "describe"):
-        return value.tolist()
-    return value
+def _import_target(target: str, what: str) -> Callable[..., Any]:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise ConfigError("", f"{what}: import path must look like 'package.module:function', got {target!r}")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise ConfigError("", f"{what}: cannot import {module} ({type(exc).__name__}: {exc})") from None
+    except AttributeError:
+        raise ConfigError("", f"{what}: module {module} has no attribute {attr!r}") from None
+    return fn
 
 
 def _no_describer(value: Any) -> Any:
@@ -526,7 +538,7 @@ _describe_callable: Callable[[Any], Any] = _no_describer
 
 
 def set_callable_describer(fn: Callable[[Any], Any]) -> None:
-    """Install how a plain callable argument is recorded in a policy's config.
+    """Install how a plain callable argument is recorded in a policy's recipe.
 
     :mod:`bayesfair.core.merit` installs ``resolve_merit(fn).describe()`` (a plain function given
     where a merit is expected); the declarations stay below the merit module that uses them.
@@ -535,10 +547,16 @@ def set_callable_describer(fn: Callable[[Any], Any]) -> None:
     _describe_callable = fn
 
 
-def _config_of(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
-    """A policy's recorded config from its bound arguments: merits by their description,
-    posteriors as a nested table ``{"name": family, **hyper-parameters}`` (so their names cannot
-    collide with the policy's own), objects without a JSON form left to the constructor."""
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _recipe(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
+    """A policy's recorded config from its bound arguments: merits and posteriors as nested tables
+    ``{"name": ..., **parameters}`` (so their names cannot collide with the policy's own), objects
+    without a config form left out."""
     out: dict[str, Any] = {"algorithm": name}
     for arg, value in arguments.items():
         if arg in hidden:
@@ -548,155 +566,7 @@ def _config_of(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...])
         elif callable(value) and not hasattr(value, "init"):  # a merit given as a plain function
             out[arg] = _describe_callable(value)
         elif hasattr(value, "params") and isinstance(getattr(value, "name", None), str):  # a posterior
-            out[arg] = {"name": value.name, **{k: _config_value(v) for k, v in value.params.items()}}
+            out[arg] = {"name": value.name, **{k: _plain(v) for k, v in value.params.items()}}
         elif value is None or isinstance(value, (bool, int, float, str, tuple, list)) or hasattr(value, "tolist"):
-            out[arg] = _config_value(value)
+            out[arg] = _plain(value)
     return out
-
-
-
-#: The environment policy examples run on unless they declare another: six Bernoulli arms in
-#: three groups of sizes 1, 3, 2 (with study floors for the bi-level policies).
-EXAMPLE_ENV = {"name": "bernoulli_arms", "means": [0.1, 0.26, 0.42, 0.58, 0.74, 0.9], "group_sizes": [1, 3, 2]}
-#: Conjugate multi-armed posteriors the examples of posterior-based policies run with.
-EXAMPLE_POSTERIORS = [
-    "beta_bernoulli", {"name": "beta_bernoulli", "a0": 0.5, "b0": 0.5},
-    {"name": "normal_known_variance", "prior_mean": 0.5, "prior_var": 1.0, "noise_var": 0.25},
-    {"name": "normal_inverse_gamma", "m0": 0.5, "kappa0": 1.0, "a0": 2.0, "b0": 0.5},
-    {"name": "normal_inverse_gamma", "m0": 0.5, "kappa0": 1.0, "a0": 0.5, "b0": 0.5},
-]
-#: The study values examples inherit (merit, horizon, group floors of :data:`EXAMPLE_ENV`).
-EXAMPLE_STUDY = {"merit": {"name": "exponential", "c": 3.0}, "horizon": 1000, "floors": [0.2, 0.3, 0.25]}
-
-
-
-# ---------------------------------------------------------------------------------------------
-# value checks
-
-
-def _fmt(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-# Real numbers of a config are used in float32 inside the simulator: a magnitude above 1e15 (a
-# square above float32's range) or a positive parameter below 1e-15 overflowed or underflowed
-# there, e.g. a0 = 1e300 became inf and prior_var = 1e-300 became 0, and the study failed with NaN.
-REAL_MIN, REAL_MAX = 1e-15, 1e15
-
-
-def _check_magnitude(p: Param, v: float, path: str, value: Any) -> None:
-    if abs(v) > REAL_MAX:
-        raise ConfigError(path, f"out of range: allowed {p.allowed()} of magnitude at most {REAL_MAX:g} (the simulator "
-                                f"computes in float32), got {_fmt(value)}")
-    if p.low == 0 and p.low_open and 0 < v < REAL_MIN:
-        raise ConfigError(path, f"out of range: allowed {p.allowed()}, at least {REAL_MIN:g} (smaller positive values "
-                                f"underflow in the float32 simulator), got {_fmt(value)}")
-
-
-def _check_range(p: Param, v: float, path: str, value: Any) -> None:
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ConfigError(path, f"must be finite; allowed: {p.allowed()}; got {_fmt(value)}")
-    bad = (p.low is not None and (v <= p.low if p.low_open else v < p.low)) or \
-          (p.high is not None and (v >= p.high if p.high_open else v > p.high))
-    if bad:
-        raise ConfigError(path, f"out of range: allowed {p.allowed()}, got {_fmt(value)}")
-
-
-def check_value(p: Param, value: Any, path: str) -> Any:
-    """Check one config value against its :class:`Param`; return it normalized (ints -> floats etc.).
-
-    Nested ``merit``/``posterior`` tables are returned unchanged (checked by :func:`check_params`).
-    """
-    if value is None:
-        if p.default is None:
-            return None
-        raise ConfigError(path, f"expected {p.allowed()}, got nothing")
-    k = p.kind
-
-    def wrong() -> ConfigError:
-        return ConfigError(path, f"wrong type: expected {p.allowed()}, got {_fmt(value)} ({type(value).__name__})")
-
-    if k == "any":
-        return value
-    if k == "bool":
-        if not isinstance(value, bool):
-            raise wrong()
-        return value
-    if k == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise wrong()
-        _check_range(p, value, path, value)
-        return value
-    if k == "float":
-        if not _is_number(value):
-            raise wrong()
-        _check_range(p, float(value), path, value)
-        _check_magnitude(p, float(value), path, value)
-        return float(value)
-    if k == "str":
-        if not isinstance(value, str):
-            raise wrong()
-        if p.choices is not None and value not in p.choices:
-            raise ConfigError(path, f"invalid value: allowed {p.allowed()}, got {_fmt(value)}")
-        return value
-    if k == "labels":
-        if not isinstance(value, list) or not value:
-            raise wrong()
-        if all(isinstance(v, str) for v in value):
-            return value
-        return check_value(replace(p, kind="ints"), value, path)
-    if k in ("floats", "ints", "strs", "pair"):
-        if not isinstance(value, list) or not value:
-            raise wrong()
-        if k == "pair" and len(value) != 2:
-            raise ConfigError(path, f"expected {p.allowed()}, got {len(value)} values: {_fmt(value)}")
-        out = []
-        for i, v in enumerate(value):
-            if k == "strs":
-                if not isinstance(v, str):
-                    raise ConfigError(f"{path}[{i}]", f"wrong type: expected a string, got {_fmt(v)}")
-                out.append(v)
-                continue
-            if k == "ints" and (isinstance(v, bool) or not isinstance(v, int)):
-                raise ConfigError(f"{path}[{i}]", f"wrong type: expected an integer, got {_fmt(v)}")
-            if not _is_number(v):
-                raise ConfigError(f"{path}[{i}]", f"wrong type: expected a number, got {_fmt(v)}")
-            _check_range(p, float(v), f"{path}[{i}]", v)
-            if k != "ints":
-                _check_magnitude(p, float(v), f"{path}[{i}]", v)
-            out.append(v if k == "ints" else float(v))
-        return out
-    if k == "float_or_floats":
-        if _is_number(value):
-            return check_value(replace(p, kind="float"), value, path)
-        return check_value(replace(p, kind="floats"), value, path)
-    if k == "float_or_str":
-        if isinstance(value, str):
-            return value
-        return check_value(replace(p, kind="float"), value, path)
-    if k == "means":
-        if isinstance(value, list):
-            return check_value(replace(p, kind="floats"), value, path)
-        if isinstance(value, dict):
-            unknown = sorted(set(value) - {"low", "high"})
-            if unknown:
-                raise ConfigError(f"{path}.{unknown[0]}", "unknown key; allowed: low, high")
-            out = {}
-            for bound in ("low", "high"):
-                if bound not in value:
-                    raise ConfigError(f"{path}.{bound}", "required (means = {low = ..., high = ...})")
-                out[bound] = check_value(Param(bound, "float_or_floats"), value[bound], f"{path}.{bound}")
-            return out
-        raise wrong()
-    if k in ("merit", "posterior"):
-        if not isinstance(value, (dict, str)):
-            raise wrong()
-        return value
-    raise AssertionError(k)
-
-

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._validate import finite_float
-from bayesfair.core.declare import POSITIVE, declare, pair, set_callable_describer
+from bayesfair.core.declare import Pair, Positive, declare, set_callable_describer
 
 __all__ = ["Merit", "identity", "exponential", "custom", "fair_policy", "group_merit_weights", "group_fair_policy",
            "resolve_merit"]
@@ -46,6 +46,8 @@ class Merit:
     params : dict
         Parameters for result metadata (e.g. ``{"c": 4.0}``).
     """
+
+    __bayesfair_kind__ = "merit"  # a config gives it as a merit table (bayesfair.core.declare)
 
     fn: Callable[[jax.Array], jax.Array]
     name: str
@@ -79,8 +81,8 @@ def _domain(domain: Any) -> tuple[float, float]:
     return lo, hi
 
 
-@declare("merit", floor=POSITIVE, domain=pair())
-def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
+@declare("merit")
+def identity(floor: Positive = 1e-3, domain: Pair = (0.0, 1.0)) -> Merit:
     """f(mu) = max(mu, floor): the identity with a positive floor.
 
     The floor keeps the merit positive for posterior draws outside the reward support (e.g.
@@ -100,8 +102,8 @@ def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> M
     )
 
 
-@declare("merit", example={"c": 3.0}, c=POSITIVE, domain=pair())
-def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
+@declare("merit", example={"c": 3.0})
+def exponential(c: Positive, domain: Pair = (0.0, 1.0)) -> Merit:
     """f(mu) = exp(c * mu), the family of the FairX experiments (Section 5.1).
 
     On ``domain = [low, high]``: gamma = exp(c low), L = c exp(c high); c varies L / gamma.

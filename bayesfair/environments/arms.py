@@ -8,7 +8,7 @@ explicit ``[runs, K]`` matrix (instances from another implementation or a file: 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import numpy as np
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_array, finite_float
-from bayesfair.core.declare import POSITIVE, ConfigError, declare, group_label_list, integer, ints, strs
+from bayesfair.core.declare import Cap, ConfigError, Count, Labels, Positive, Range, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
@@ -182,8 +182,8 @@ def gaussian_arms(means: Any, sigma: float = 1.0, groups: Any = None) -> Environ
 # ---------------------------------------------------------------------------------------------
 # config forms: means as numbers or {low, high}, groups as labels or sizes
 
-_ARMS = {"means": {"kind": "means"}, "n_arms": integer(1, 10_000, cap=True), "groups": group_label_list(),
-         "group_sizes": ints(1), "group_names": strs(), "means_file": {"kind": "str"}}
+Means = list[float] | Range  # fixed means, or {low, high} drawn per run
+Arms = Annotated[Count, Cap(10_000)]
 
 
 def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, group_names: Any,
@@ -219,9 +219,9 @@ def _config_arms(means: Any, n_arms: int | None, groups: Any, group_sizes: Any, 
     return means, None
 
 
-@declare("environment", "bernoulli_arms", example={"means": [0.2, 0.5, 0.8]}, **_ARMS)
-def bernoulli_arms_config(means: Any = None, n_arms: int | None = None, groups: list[int] | None = None,
-                          group_sizes: list[int] | None = None, group_names: list[str] | None = None,
+@declare("environment", "bernoulli_arms", example={"means": [0.2, 0.5, 0.8]})
+def bernoulli_arms_config(means: Means | None = None, n_arms: Arms | None = None, groups: Labels | None = None,
+                          group_sizes: list[Count] | None = None, group_names: list[str] | None = None,
                           means_file: str | None = None) -> Environment:
     """K Bernoulli arms: fixed means, means = {low, high} drawn per run (with n_arms), or
     means_file = a [runs, K] matrix (.npy, or comma-separated rows), run r playing row r."""
@@ -229,9 +229,9 @@ def bernoulli_arms_config(means: Any = None, n_arms: int | None = None, groups: 
     return bernoulli_arms(means, groups=grp)
 
 
-@declare("environment", "gaussian_arms", example={"means": [0.2, 0.5, 0.8], "sigma": 0.5}, sigma=POSITIVE, **_ARMS)
-def gaussian_arms_config(means: Any = None, sigma: float = 1.0, n_arms: int | None = None,
-                         groups: list[int] | None = None, group_sizes: list[int] | None = None,
+@declare("environment", "gaussian_arms", example={"means": [0.2, 0.5, 0.8], "sigma": 0.5})
+def gaussian_arms_config(means: Means | None = None, sigma: Positive = 1.0, n_arms: Arms | None = None,
+                         groups: Labels | None = None, group_sizes: list[Count] | None = None,
                          group_names: list[str] | None = None, means_file: str | None = None) -> Environment:
     """K Gaussian arms N(mu_a, sigma^2): fixed means, means = {low, high} drawn per run, or
     means_file = a [runs, K] matrix, run r playing row r."""

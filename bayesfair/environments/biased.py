@@ -44,15 +44,16 @@ and have no ``"true"`` entry. See each constructor for the preprocessing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
+import annotated_types as at
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core import _random
 from bayesfair.core._validate import as_key, finite_array, finite_float, positive_int
-from bayesfair.core.declare import POSITIVE, declare, integer, real, strs
+from bayesfair.core.declare import Cap, Count, Index, NonNegative, Positive, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.datasets import load_compas, load_family_income
@@ -156,20 +157,18 @@ _DEFAULT_BETA = UniformDraw(0.0, 10.0)  # biased_linear_bandit's defaults (ident
 _DEFAULT_PSI = UniformDraw(-20.0, 0.0)
 
 
-@declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2},
-         n_features=integer(1, 1000, cap=True), noise_sd=real(0.0), group_names=strs(),
-         beta_file={"kind": "str"}, psi_file={"kind": "str"})
+@declare("environment", example={"group_of_arm": [0, 0, 1, 1], "n_features": 2})
 def biased_linear_bandit(
     group_of_arm: Any,
-    n_features: int,
+    n_features: Annotated[Count, Cap(1000)],
     *,
     beta: Any = _DEFAULT_BETA,
     psi: Any = _DEFAULT_PSI,
-    noise_sd: float = 1.0,
+    noise_sd: NonNegative = 1.0,
     context_low: float = 0.0,
     context_high: float = 1.0,
     reference: int = 0,
-    group_names: Any = None,
+    group_names: list[str] | Any = None,
     name: str | None = None,
     beta_file: str | None = None,
     psi_file: str | None = None,
@@ -299,17 +298,15 @@ def biased_linear_bandit(
     return Environment(spec, groups, reset, step, arm_means, _name(name, "biased_linear"), cfg)
 
 
-@declare("environment", hidden=("name",), n_arms=integer(4, 10000, cap=True), n_sensitive=integer(2),
-         n_features=integer(1, 1000, cap=True), bias_mean=real(0.0), coef_high=POSITIVE, noise_sd=real(0.0),
-         beta_file={"kind": "str"}, psi_file={"kind": "str"})
+@declare("environment", hidden=("name",))
 def synthetic_biased(
-    n_arms: int = 10,
-    n_sensitive: int = 5,
-    n_features: int = 2,
+    n_arms: Annotated[int, at.Ge(4), Cap(10_000)] = 10,
+    n_sensitive: Annotated[int, at.Ge(2)] = 5,
+    n_features: Annotated[Count, Cap(1000)] = 2,
     *,
-    bias_mean: float = 10.0,
-    coef_high: float = 10.0,
-    noise_sd: float = 1.0,
+    bias_mean: NonNegative = 10.0,
+    coef_high: Positive = 10.0,
+    noise_sd: NonNegative = 1.0,
     beta: Any = None,
     psi: Any = None,
     beta_file: str | None = None,
@@ -580,14 +577,14 @@ _COMPAS_FEATURES = ("sex", "juv_fel_count", "decile_score", "juv_misd_count", "j
                     "is_violent_recid", "vr_charge_degree", "event")
 
 
-@declare("environment", "biased_data_bandit", reference=integer(0), noise_sd=real(0.0),
+@declare("environment", "biased_data_bandit",
          example={"features": [[0.1], [0.4], [0.2], [0.9], [0.5], [0.3], [0.8], [0.7]],
                   "rewards": [0.2, 0.5, 0.1, 0.9, 0.4, 0.3, 0.8, 0.6], "group": [0, 0, 0, 0, 1, 1, 1, 1],
                   "bucket": [0, 1, 0, 1, 0, 1, 0, 1], "group_names": ["a", "b"], "bucket_names": ["low", "high"]})
 def biased_data_bandit_config(features: list[list[float]], rewards: list[float], group: list[int], bucket: list[int],
                               *, group_names: list[str], bucket_names: list[str],
-                              feature_names: list[str] | None = None, reference: int = 0, standardize: bool = True,
-                              intercept: bool = True, noise_sd: float = 0.0) -> Environment:
+                              feature_names: list[str] | None = None, reference: Index = 0, standardize: bool = True,
+                              intercept: bool = True, noise_sd: NonNegative = 0.0) -> Environment:
     """A data-driven biased bandit from a table given in the config (rows of features, rewards,
     group and bucket labels; see :func:`biased_table` and :func:`biased_data_bandit`)."""
     features = _bounded("features", finite_array("features", features, ndim=2))
@@ -631,8 +628,8 @@ def compas_table(*, standardize: bool = True, intercept: bool = True, df: Any = 
                         info=info)
 
 
-@declare("environment", hidden=("name",), noise_sd=real(0.0))
-def compas_bandit(*, standardize: bool = True, intercept: bool = True, noise_sd: float = 0.0,
+@declare("environment", hidden=("name",))
+def compas_bandit(*, standardize: bool = True, intercept: bool = True, noise_sd: NonNegative = 0.0,
                   name: str | None = None) -> Environment:
     """The COMPAS biased bandit of Section 5.3 (6 arms; see :func:`compas_table`)."""
     return biased_data_bandit(compas_table(standardize=standardize, intercept=intercept), noise_sd=noise_sd,
@@ -686,9 +683,10 @@ def family_income_table(*, n_buckets: int = 5, reward_scale: float = 1e5, standa
                         reference=0, standardize=standardize, intercept=intercept, info=info)
 
 
-@declare("environment", hidden=("name",), n_buckets=integer(2), reward_scale=POSITIVE, noise_sd=real(0.0))
-def family_income_bandit(*, n_buckets: int = 5, reward_scale: float = 1e5, standardize: bool = True,
-                         intercept: bool = True, noise_sd: float = 0.0, name: str | None = None) -> Environment:
+@declare("environment", hidden=("name",))
+def family_income_bandit(*, n_buckets: Annotated[int, at.Ge(2)] = 5, reward_scale: Positive = 1e5,
+                         standardize: bool = True, intercept: bool = True, noise_sd: NonNegative = 0.0,
+                         name: str | None = None) -> Environment:
     """The family-income biased bandit of Section 5.3 (10 arms; see :func:`family_income_table`)."""
     table = family_income_table(n_buckets=n_buckets, reward_scale=reward_scale, standardize=standardize,
                                 intercept=intercept)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +53,7 @@ import numpy as np
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_array, finite_float, group_labels, positive_int
-from bayesfair.core.declare import POSITIVE, choice, declare, floats, group_label_list, integer, strs
+from bayesfair.core.declare import Cap, Count, Index, Labels, Positive, Unit, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.datasets import load_adult
@@ -465,19 +465,18 @@ def _block_env(design: _BlockDesign, n_candidates: int, proportions: np.ndarray 
     return env
 
 
-@declare("environment", theta=floats(), n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE,
-         group_names=strs(), cdf_seed=integer(0), theta_file={"kind": "str"})
+@declare("environment")
 def gmf_synthetic(
     *,
     group_weights: Any = None,
-    theta: Any = None,
-    n_groups: int | None = None,
-    block_size: int | None = None,
+    theta: list[float] | Any = None,
+    n_groups: Count | None = None,
+    block_size: Count | None = None,
     bias_step: float = 3.0,
     bias_weight: float = 1.0,
-    noise_sd: float = 2.0,
-    group_names: Any = None,
-    cdf_seed: int = 0,
+    noise_sd: Positive = 2.0,
+    group_names: list[str] | Any = None,
+    cdf_seed: Index = 0,
     theta_file: str | None = None,
 ) -> Environment:
     """Section 6 simulation: one candidate per group per round, arm a is group a.
@@ -536,23 +535,20 @@ def gmf_synthetic(
                       "gmf_synthetic", "Section 6: one candidate per group", designs, _instance_field(group_weights))
 
 
-@declare("environment", example={"n_candidates": 6, "proportions": [0.4, 0.3, 0.2, 0.1]},
-         n_candidates=integer(1, 10000, cap=True), proportions=floats(0.0, 1.0), theta=floats(),
-         n_groups=integer(1), block_size=integer(1), noise_sd=POSITIVE, group_names=strs(), cdf_seed=integer(0),
-         theta_file={"kind": "str"})
+@declare("environment", example={"n_candidates": 6, "proportions": [0.4, 0.3, 0.2, 0.1]})
 def gmf_multigroup(
-    n_candidates: int,
-    proportions: Any,
+    n_candidates: Annotated[Count, Cap(10_000)],
+    proportions: list[Unit] | Any,
     *,
     group_weights: Any = None,
-    theta: Any = None,
-    n_groups: int | None = None,
-    block_size: int | None = None,
+    theta: list[float] | Any = None,
+    n_groups: Count | None = None,
+    block_size: Count | None = None,
     bias_step: float = 3.0,
     bias_weight: float = 1.0,
-    noise_sd: float = 2.0,
-    group_names: Any = None,
-    cdf_seed: int = 0,
+    noise_sd: Positive = 2.0,
+    group_names: list[str] | Any = None,
+    cdf_seed: Index = 0,
     theta_file: str | None = None,
 ) -> Environment:
     """Section 7 / Appendix E: K candidates per round with i.i.d. group labels.
@@ -598,16 +594,15 @@ def gmf_multigroup(
 
 @declare("environment",
          example={"features": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.1], [0.2, 0.9]],
-                  "mean_reward": [0.1, 0.5, 0.3, 0.8], "groups": [0, 0, 1, 1], "n_candidates": 2},
-         groups=group_label_list(), noise_sd=POSITIVE, group_names=strs())
+                  "mean_reward": [0.1, 0.5, 0.3, 0.8], "groups": [0, 0, 1, 1], "n_candidates": 2})
 def gmf_population(
     features: Any,
     mean_reward: Any,
-    groups: Any,
+    groups: Labels | Any,
     *,
     n_candidates: int = 10,
-    noise_sd: float = 0.1,
-    group_names: Any = None,
+    noise_sd: Positive = 0.1,
+    group_names: list[str] | Any = None,
     name: str = "gmf_population",
     config: dict[str, Any] | None = None,
 ) -> Environment:
@@ -756,15 +751,14 @@ def adult_population(df: Any, *, group: str = "race", min_group_size: int = 1,
     return AdultPopulation(x, tuple(fnames), y, x @ theta, theta, lab, names)
 
 
-@declare("environment", hidden=("df",), n_candidates=integer(1, 10000, cap=True), group=choice("race", "sex"),
-         noise_sd=POSITIVE, split=choice("all", "train", "test"), min_group_size=integer(1))
+@declare("environment", hidden=("df",))
 def gmf_adult(
-    n_candidates: int = 10,
+    n_candidates: Annotated[Count, Cap(10_000)] = 10,
     *,
-    group: str = "race",
-    noise_sd: float = 0.1,
-    split: str = "all",
-    min_group_size: int = 1,
+    group: Literal["race", "sex"] = "race",
+    noise_sd: Positive = 0.1,
+    split: Literal["all", "train", "test"] = "all",
+    min_group_size: Count = 1,
     group_in_features: bool = True,
     df: Any = None,
 ) -> Environment:

@@ -8,7 +8,7 @@ policy of Eq. (5)/(6) changes with the contexts as it should.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import numpy as np
 
 from bayesfair.core import _random
 from bayesfair.core._validate import check_reward_range, finite_array
-from bayesfair.core.declare import POSITIVE, choice, declare, floats, group_label_list, integer, pair, real
+from bayesfair.core.declare import Cap, Count, Labels, Pair, Positive, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.arms import load_instances, per_run_reset
@@ -56,25 +56,20 @@ def _projection_quadrature(kind: str, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 # context_scale: contexts of norm above ~100 (|x|^2 = 1e4 against a ridge of 0.1) leave the ridge
 # precision lam I + sum x x' singular in float32 (LinUCB/LinTS/OFUL failed with NaN at 1e3): capped in configs
-@declare("environment", example={"n_arms": 4, "n_features": 3}, n_arms=integer(1, 10_000, cap=True),
-         n_features=integer(1, 1_000, cap=True), theta=floats(), theta_scale=POSITIVE,
-         contexts=choice("sphere", "gaussian", cap=True), context_mean=floats(),
-         context_scale=real(0.0, 100.0, low_open=True, cap=True),
-         noise=choice("gaussian", "bernoulli"), sigma=POSITIVE, groups=group_label_list(), reward_range=pair(),
-         theta_file={"kind": "str"})
+@declare("environment", example={"n_arms": 4, "n_features": 3})
 def linear_bandit(
-    n_arms: int,
-    n_features: int,
+    n_arms: Annotated[Count, Cap(10_000)],
+    n_features: Annotated[Count, Cap(1000)],
     *,
-    theta: Any = None,
-    theta_scale: float = 1.0,
-    contexts: Any = "sphere",
-    context_mean: Any = None,
-    context_scale: float | None = None,
-    noise: str = "gaussian",
-    sigma: float | None = None,
-    groups: Any = None,
-    reward_range: tuple[float, float] | None = None,
+    theta: list[float] | Any = None,
+    theta_scale: Positive = 1.0,
+    contexts: Literal["sphere", "gaussian"] | Any = "sphere",  # or an array of contexts (Python only)
+    context_mean: list[float] | Any = None,
+    context_scale: Annotated[Positive, Cap(100.0)] | None = None,
+    noise: Literal["gaussian", "bernoulli"] = "gaussian",
+    sigma: Positive | None = None,
+    groups: Labels | Any = None,
+    reward_range: Pair | None = None,
     theta_file: str | None = None,
 ) -> Environment:
     """A stochastic linear bandit with K candidates per round and d-dimensional contexts.

@@ -41,14 +41,14 @@ not replicated across runs; ``reset`` returns the ``[K]`` arm means recorded in 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._validate import as_key, finite_array, finite_float, positive_int
-from bayesfair.core.declare import choice, declare, group_label_list, integer, real
+from bayesfair.core.declare import Cap, Count, Index, Labels, NonNegative, OpenUnit, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.datasets import load_yeast
@@ -427,14 +427,13 @@ def yeast_bandit(mode: str = "mab", split: str = "all", **kw: Any) -> Environmen
     return multilabel_bandit(features, labels, mode=mode, **kw)
 
 
-@declare("environment", "yeast_bandit", mode=choice("mab", "linear"), split=choice("all", "train", "test"),
-         part=choice("all", "validation", "test"), validation_fraction=real(0.0, 1.0, low_open=True, high_open=True),
-         split_seed=integer(0), n_rff=integer(1, 1_000, cap=True), rff_scale={"kind": "float_or_str"},
-         key=integer(0), bias=real(0.0), ridge=real(0.0), groups=group_label_list())
-def yeast_bandit_config(mode: str = "mab", split: str = "all", part: str = "all", validation_fraction: float = 0.2,
-                        split_seed: int = 0, n_rff: int = 50, rff_scale: float | str = "median", key: int = 0,
-                        standardize: bool = True, bias: float = 0.0, ridge: float = 1e-6,
-                        groups: list[int] | None = None) -> Environment:
+@declare("environment", "yeast_bandit")
+def yeast_bandit_config(mode: Literal["mab", "linear"] = "mab", split: Literal["all", "train", "test"] = "all",
+                        part: Literal["all", "validation", "test"] = "all", validation_fraction: OpenUnit = 0.2,
+                        split_seed: Index = 0, n_rff: Annotated[Count, Cap(1000)] = 50,
+                        rff_scale: float | str = "median", key: Index = 0, standardize: bool = True,
+                        bias: NonNegative = 0.0, ridge: NonNegative = 1e-6,
+                        groups: Labels | None = None) -> Environment:
     """The yeast multi-label bandit (14 arms; FairX Section 5.1); needs the yeast dataset.
 
     ``split`` picks MULAN's files (``all``/``train``/``test``); ``part`` then keeps all those rows,

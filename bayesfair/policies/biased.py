@@ -36,7 +36,7 @@ hierarchical group-bias posterior (:mod:`bayesfair.posteriors.group_bias`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +47,7 @@ from jax.scipy.special import ndtri
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_array
-from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.declare import Count, Index, OpenUnit, Positive, declare
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy
 from bayesfair.posteriors import group_bias as gb
@@ -255,9 +255,12 @@ def _interval_policy(select_index, name: str, config: dict, ridge: float, *, nee
 # --------------------------------------------------------------------------- TopInterval, IntervalChaining
 
 
-@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
-         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
-def top_interval(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
+#: The environment the interval policies' contract examples run on.
+_BIASED_ENV = {"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3}
+
+
+@declare("policy", example_env=_BIASED_ENV)
+def top_interval(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Positive = 1e-2) -> Policy:
     """TopInterval (Section 3; a LinUCB variant, Li et al. 2010; Algorithm 1 without the group terms).
 
     With probability t^(-1/3) play an arm uniformly at random (Algorithm 1, line 2); otherwise play
@@ -304,9 +307,8 @@ def chain_set(lower: jax.Array, upper: jax.Array) -> jax.Array:
     return upper >= low
 
 
-@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
-         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
-def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
+@declare("policy", example_env=_BIASED_ENV)
+def interval_chaining(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Positive = 1e-2) -> Policy:
     """IntervalChaining (Joseph et al. 2016; Section 3 of the paper).
 
     With probability t^(-1/3) play uniformly at random; otherwise play uniformly among the arms
@@ -326,9 +328,8 @@ def interval_chaining(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 
                                                          "sigma": sigma, "ridge": ridge}, ridge)
 
 
-@declare("policy", example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
-         delta=real(0.0, 1.0, low_open=True, high_open=True), sigma=POSITIVE, ridge=POSITIVE)
-def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -> Policy:
+@declare("policy", example_env=_BIASED_ENV)
+def naive_fair(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Positive = 1e-2) -> Policy:
     """NaiveFair / NaiveGroupFair (Algorithm 2, Section 5.1): a uniformly random group, then TopInterval in it.
 
     Line 2 picks each of the m groups with probability 1/m; line 3 applies TopInterval to the
@@ -359,18 +360,15 @@ def naive_fair(delta: float = 0.1, *, sigma: float = 1.0, ridge: float = 1e-2) -
 # --------------------------------------------------------------------------- GroupFairTopInterval
 
 
-@declare("policy", example=[{}, {"rho": 2.0, "horizon": 500}],
-         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3},
-         delta=real(0.0, 1.0, low_open=True, high_open=True), reference=integer(0), rho=real(), sigma=POSITIVE,
-         ridge=POSITIVE, horizon=integer(1))
+@declare("policy", example=[{}, {"rho": 2.0, "horizon": 500}], example_env=_BIASED_ENV)
 def group_fair_top_interval(
-    delta: float = 0.1,
+    delta: OpenUnit = 0.1,
     *,
-    reference: int = 0,
+    reference: Index = 0,
     rho: float | None = None,
-    sigma: float = 1.0,
-    ridge: float = 1e-2,
-    horizon: int | None = None,
+    sigma: Positive = 1.0,
+    ridge: Positive = 1e-2,
+    horizon: Count | None = None,
 ) -> Policy:
     """GroupFairTopInterval: Algorithm 1 (two groups, and its m-group form) or Algorithm 3 (with rho).
 
@@ -456,19 +454,17 @@ def group_fair_top_interval(
 
 
 @declare("policy", example=[{"tau": 2.0, "s": 5.0}, {"tau": 2.0, "s": 5.0, "method": "collapsed"}],
-         example_env={"name": "synthetic_biased", "n_arms": 7, "n_sensitive": 4, "n_features": 3}, tau=POSITIVE,
-         s=POSITIVE, sigma=POSITIVE, prior_mean={"kind": "float_or_floats"}, prior_sd=POSITIVE, reference=integer(0),
-         method=choice("auto", "joint", "collapsed"))
+         example_env=_BIASED_ENV)
 def group_fair_ts(
     *,
-    tau: float = gb.DEFAULT_PRIORS.tau,
-    s: float = gb.DEFAULT_PRIORS.s,
-    sigma: float = gb.DEFAULT_PRIORS.sigma,
-    prior_mean: Any = gb.DEFAULT_PRIORS.prior_mean,
-    prior_sd: float = gb.DEFAULT_PRIORS.prior_sd,
-    reference: int = 0,
+    tau: Positive = gb.DEFAULT_PRIORS.tau,
+    s: Positive = gb.DEFAULT_PRIORS.s,
+    sigma: Positive = gb.DEFAULT_PRIORS.sigma,
+    prior_mean: float | list[float] | Any = gb.DEFAULT_PRIORS.prior_mean,
+    prior_sd: Positive = gb.DEFAULT_PRIORS.prior_sd,
+    reference: Index = 0,
     true_psi: Any = None,
-    method: str = "auto",
+    method: Literal["auto", "joint", "collapsed"] = "auto",
 ) -> Policy:
     """GroupFair-TS: Thompson sampling on the hierarchical group-bias posterior, maximizing the *true* reward.
 

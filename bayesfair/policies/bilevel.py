@@ -56,7 +56,7 @@ variants it is conditional on the round's posterior draw (as FairX-TS reports it
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +65,7 @@ import numpy as np
 from bayesfair.core import _fixedpoint, _random
 from bayesfair.core._validate import check_reward_range, positive_int
 from bayesfair.core.compat import bounded_requires
-from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, floats, integer, pair, real
+from bayesfair.core.declare import Cap, Count, Floors, Index, OpenUnit, Pair, Positive, declare
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.merit import Merit, group_merit_weights, resolve_merit
 from bayesfair.core.types import Observation, Spec
@@ -400,20 +400,17 @@ def _optimistic_fair_parts(merit: Merit, delta: float, lo: float, hi: float, lr:
 # public constructors
 
 
-@declare("policy", example=[{}, {"start": "center", "delta": 0.1}, {"merit": {"name": "identity"}}],
-         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"),
-         delta=real(0.0, 1.0, low_open=True, high_open=True), reward_range=pair(), learning_rate=POSITIVE,
-         steps=integer(0, 1000, cap=True), start=choice("upper", "center"), solver=choice("pga", "exact"))
+@declare("policy", example=[{}, {"start": "center", "delta": 0.1}, {"merit": {"name": "identity"}}])
 def bf_ucb(
-    groups_beta: Any,
+    groups_beta: Floors | Any,
     merit: Merit,
     *,
-    delta: float = 0.01,
-    reward_range: tuple[float, float] = (0.0, 1.0),
-    learning_rate: float = 0.01,
-    steps: int = 10,
-    start: str = "upper",
-    solver: str = "pga",
+    delta: OpenUnit = 0.01,
+    reward_range: Pair = (0.0, 1.0),
+    learning_rate: Positive = 0.01,
+    steps: Annotated[Index, Cap(1000)] = 10,
+    start: Literal["upper", "center"] = "upper",
+    solver: Literal["pga", "exact"] = "pga",
 ) -> Policy:
     """BF-UCB, Algorithm 1 of the bi-level fairness paper (AAMAS 2024).
 
@@ -479,10 +476,8 @@ def bf_ucb(
     )
 
 
-@declare("policy",
-         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS[:1] + EXAMPLE_POSTERIORS[2:4]],
-         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"))
-def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
+@declare("policy", example={"posterior": "beta_bernoulli"})
+def bf_ts(groups_beta: Floors | Any, merit: Merit, posterior: Posterior) -> Policy:
     """BF-TS: Algorithm 1 with a Thompson-sampling Learn (the paper's Section 4 allows either).
 
     Each round draws mu ~ posterior once. Initialization (lines 3-15) and the exposure floors
@@ -514,9 +509,8 @@ def bf_ts(groups_beta: Any, merit: Merit, posterior: Posterior) -> Policy:
     )
 
 
-@declare("policy", groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"),
-         delta=real(0.0, 1.0, low_open=True, high_open=True), reward_range=pair())
-def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, float] = (0.0, 1.0)) -> Policy:
+@declare("policy")
+def gef(groups_beta: Floors | Any, *, delta: OpenUnit = 0.01, reward_range: Pair = (0.0, 1.0)) -> Policy:
     """GEF baseline (Section 6.1.3): group exposure floors, then the best UCB arm in the group.
 
     The adaptation of Patil et al.'s Fair-Learn to groups: Algorithm 1's initialization and
@@ -541,9 +535,8 @@ def gef(groups_beta: Any, *, delta: float = 0.01, reward_range: tuple[float, flo
                   init_stats=_reward_sums, update_stats=_add_reward)
 
 
-@declare("policy", example={"posterior": "beta_bernoulli"},
-         groups_beta=floats(0.0, 1.0, low_open=True, inherit="floors"))
-def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
+@declare("policy", example={"posterior": "beta_bernoulli"})
+def gef_ts(groups_beta: Floors | Any, posterior: Posterior) -> Policy:
     """GEF with Thompson sampling: the floors of Algorithm 1, then the argmax of one posterior draw.
 
     A floor-served group plays the arm of largest draw within it; otherwise the arm of largest
@@ -558,19 +551,17 @@ def gef_ts(groups_beta: Any, posterior: Posterior) -> Policy:
                   within_rule=_within_argmax, init_stats=posterior.init, update_stats=posterior.update)
 
 
-@declare("policy", example=[{}, {"horizon": 1000}], delta=real(0.0, 1.0, low_open=True, high_open=True),
-         horizon=integer(1), reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
-         start=choice("upper", "center"), solver=choice("pga", "exact"))
+@declare("policy", example=[{}, {"horizon": 1000}])
 def mf(
     merit: Merit,
     *,
-    delta: float = 0.01,
-    horizon: int | None = None,
-    reward_range: tuple[float, float] = (0.0, 1.0),
-    learning_rate: float = 0.01,
-    steps: int = 10,
-    start: str | None = None,
-    solver: str = "pga",
+    delta: OpenUnit = 0.01,
+    horizon: Count | None = None,
+    reward_range: Pair = (0.0, 1.0),
+    learning_rate: Positive = 0.01,
+    steps: Annotated[Index, Cap(1000)] = 10,
+    start: Literal["upper", "center"] | None = None,
+    solver: Literal["pga", "exact"] = "pga",
 ) -> Policy:
     """MF baseline (Section 6.1.2): meritocratic fairness over all arms, ignoring the groups.
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_float
 from bayesfair.core.compat import bounded_requires
-from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, declare, real
+from bayesfair.core.declare import Positive, Unit, declare
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, posterior_requires, update_counts
 from bayesfair.policies.compose import argmax_rule, epsilon_mixture, posterior_sampling
@@ -39,8 +39,8 @@ def _argmax_policy(key: jax.Array, index: jax.Array):
     return _random.categorical(key, probs), probs
 
 
-@declare("policy", example=[{}, {"w0": 0.3}], w0=POSITIVE)
-def ucb1(*, w0: float | None = None) -> Policy:
+@declare("policy", example=[{}, {"w0": 0.3}])
+def ucb1(*, w0: Positive | None = None) -> Policy:
     """UCB1 (Auer et al., 2002): argmax of mu_hat + sqrt(2 ln t / N); arms never pulled first.
 
     With ``w0`` given, the index is mu_hat + w0 / sqrt(N), the UCB variant whose width the FairX
@@ -60,8 +60,7 @@ def ucb1(*, w0: float | None = None) -> Policy:
     return _count_policy(select, "UCB", bounded_requires(0.0, 1.0, "UCB1"))
 
 
-@declare("policy",
-         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS])
+@declare("policy", example={"posterior": "beta_bernoulli"})
 def thompson(posterior: Posterior) -> Policy:
     """Thompson sampling: play the argmax of one posterior draw (ties at random)."""
     if not isinstance(posterior, Posterior):
@@ -69,8 +68,8 @@ def thompson(posterior: Posterior) -> Policy:
     return posterior_sampling(posterior, argmax_rule, "TS", requires=posterior_requires(posterior, "TS"))
 
 
-@declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
-def epsilon_greedy(*, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
+@declare("policy", example={"epsilon": 0.1})
+def epsilon_greedy(*, epsilon: Unit = 0.05, initial_estimate: float = 0.5) -> Policy:
     """Epsilon-greedy: pi_t = epsilon / K + (1 - epsilon) * uniform over argmax mu_hat."""
     init_est = finite_float("initial_estimate", initial_estimate)
     return epsilon_mixture(argmax_rule, epsilon, init_est, "EG")  # epsilon's range: declared

@@ -13,7 +13,7 @@ samples the arm from it:
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from bayesfair.core import _random
 from bayesfair.core._validate import check_reward_range, finite_float, float_in, positive_int
 from bayesfair.core.compat import bounded_requires
-from bayesfair.core.declare import EXAMPLE_POSTERIORS, POSITIVE, choice, declare, integer, pair, real
+from bayesfair.core.declare import Cap, Horizon, Index, OpenUnit, Pair, Positive, Unit, declare
 from bayesfair.core.merit import Merit, fair_policy, resolve_merit
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import (
@@ -38,8 +38,7 @@ from bayesfair.posteriors.base import Posterior
 __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState", "exact_box_argmax"]
 
 
-@declare("policy",
-         example=[{"posterior": p} for p in EXAMPLE_POSTERIORS])
+@declare("policy", example={"posterior": "beta_bernoulli"})
 def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     """FairX-TS, Algorithm 2: sample mu_t ~ V_t (line 3), pi_t = f(mu_t)/sum f(mu_t) (line 4),
     a_t ~ pi_t (line 5), posterior update (line 7). Works with any :class:`Posterior`.
@@ -160,21 +159,18 @@ class UCBState(NamedTuple):
 
 
 @declare("policy", example=[{}, {"w0": 0.5, "start": "upper"}, {"merit": {"name": "identity"}, "w0": 1.0},
-                             {"w0": 0.5, "solver": "exact", "initial_estimate": 0.2}],
-         w0=POSITIVE, horizon=integer(1, inherit="horizon"), delta=real(0.0, 1.0, low_open=True, high_open=True),
-         reward_range=pair(), learning_rate=POSITIVE, steps=integer(0, 1000, cap=True),
-         start=choice("upper", "center"), solver=choice("pga", "exact"), initial_estimate=real())
+                             {"w0": 0.5, "solver": "exact", "initial_estimate": 0.2}])
 def fairx_ucb(
     merit: Merit,
     *,
-    w0: float | None = None,
-    horizon: int | None = None,
-    delta: float = 0.05,
-    reward_range: tuple[float, float] = (0.0, 1.0),
-    learning_rate: float = 0.01,
-    steps: int = 10,
-    start: str = "center",
-    solver: str = "pga",
+    w0: Positive | None = None,
+    horizon: Horizon | None = None,
+    delta: OpenUnit = 0.05,
+    reward_range: Pair = (0.0, 1.0),
+    learning_rate: Positive = 0.01,
+    steps: Annotated[Index, Cap(1000)] = 10,
+    start: Literal["upper", "center"] = "center",
+    solver: Literal["pga", "exact"] = "pga",
     initial_estimate: float | None = None,
 ) -> Policy:
     """FairX-UCB, Algorithm 1.
@@ -259,8 +255,8 @@ def fairx_ucb(
     return Policy(init, select, update, "FairX-UCB", requires=bounded_requires(lo, hi, "FairX-UCB"))
 
 
-@declare("policy", example={"epsilon": 0.1}, epsilon=real(0.0, 1.0))
-def fairx_eg(merit: Merit, *, epsilon: float = 0.05, initial_estimate: float = 0.5) -> Policy:
+@declare("policy", example={"epsilon": 0.1})
+def fairx_eg(merit: Merit, *, epsilon: Unit = 0.05, initial_estimate: float = 0.5) -> Policy:
     """FairX-EG (Section 5.1): pi_t = epsilon / K + (1 - epsilon) f(mu_hat) / sum f(mu_hat).
 
     ``mu_hat`` is the empirical mean; arms never pulled use ``initial_estimate``.

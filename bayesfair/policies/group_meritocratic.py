@@ -63,8 +63,9 @@ distributed as), part of the draw pi_t is conditional on.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
+import annotated_types as at
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -72,7 +73,7 @@ from jax import lax
 
 from bayesfair.core import _random
 from bayesfair.core._validate import positive_int
-from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.declare import Count, Horizon, OpenUnit, Positive, declare
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy
 from bayesfair.policies.linear import linucb
@@ -289,11 +290,9 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool,
     return Policy(init, select, update, name, cfg, requires)
 
 
-@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
-         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1),
-         rho_scale=choice("sqrt_dt", "sqrt_t"))
-def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int | None = None,
-                rho_scale: str = "sqrt_dt") -> Policy:
+@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"})
+def fair_greedy(horizon: Horizon, *, lam: Positive = 0.1, rho: Annotated[float, at.Gt(0), at.Le(1)] = 0.1,
+                block: Count | None = None, rho_scale: Literal["sqrt_dt", "sqrt_t"] = "sqrt_dt") -> Policy:
     """Fair-Greedy, Algorithm 1: one candidate per arm, arm a is group a.
 
     Line 4: t~ = floor((t - 1) / 2). Line 5: mu~_t = V_t~^-1 X'_1:t~ r_1:t~ + rho gamma / sqrt(d t~)
@@ -330,11 +329,10 @@ def fair_greedy(horizon: int, *, lam: float = 0.1, rho: float = 0.1, block: int 
     return _fair_greedy(horizon, lam, rho, block, multigroup=False, rho_scale=rho_scale)
 
 
-@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"},
-         horizon=integer(1, inherit="horizon"), lam=POSITIVE, rho=real(0.0, 1.0, low_open=True), block=integer(1),
-         rho_scale=choice("sqrt_dt", "sqrt_t"))
-def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
-                           block: int | None = None, rho_scale: str = "sqrt_dt") -> Policy:
+@declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"})
+def fair_greedy_multigroup(horizon: Horizon, *, lam: Positive = 0.1,
+                           rho: Annotated[float, at.Gt(0), at.Le(1)] = 0.1, block: Count | None = None,
+                           rho_scale: Literal["sqrt_dt", "sqrt_t"] = "sqrt_dt") -> Policy:
     """Fair-Greedy with K candidates of random groups per round (Section 7, Appendix E).
 
     As :func:`fair_greedy`, except that each candidate (X_t,a, s_t,a) carries its group
@@ -356,9 +354,8 @@ def fair_greedy_multigroup(horizon: int, *, lam: float = 0.1, rho: float = 0.1,
     return _fair_greedy(horizon, lam, rho, block, multigroup=True, rho_scale=rho_scale)
 
 
-@declare("policy", example={"noise_sd": 2.0, "theta_bound": 14.3}, example_env={"name": "gmf_synthetic"},
-         lam=POSITIVE, noise_sd=POSITIVE, theta_bound=POSITIVE, delta=real(0.0, 1.0, low_open=True, high_open=True))
-def oful(*, noise_sd: float, theta_bound: float, lam: float = 0.1, delta: float = 0.05) -> Policy:
+@declare("policy", example={"noise_sd": 2.0, "theta_bound": 14.3}, example_env={"name": "gmf_synthetic"})
+def oful(*, noise_sd: Positive, theta_bound: Positive, lam: Positive = 0.1, delta: OpenUnit = 0.05) -> Policy:
     """OFUL (Abbasi-Yadkori et al. 2011), the optimistic baseline of Sections 6-7.
 
     a_t = argmax_a <theta^_t, X_t,a> + beta_t ||X_t,a||_{V_t^-1} over the ridge estimate of all
@@ -386,8 +383,8 @@ def oful(*, noise_sd: float, theta_bound: float, lam: float = 0.1, delta: float 
     return pol._replace(name="OFUL", config={**pol.config, "algorithm": "oful"})
 
 
-@declare("policy", example_env={"name": "gmf_synthetic"}, lam=POSITIVE)
-def greedy(*, lam: float = 0.1) -> Policy:
+@declare("policy", example_env={"name": "gmf_synthetic"})
+def greedy(*, lam: Positive = 0.1) -> Policy:
     """Greedy (Section 7): argmax_a <theta^_t, X_t,a> with the ridge estimate of all past rounds.
 
     theta^_t = (X'X + lambda I)^-1 X'r over rounds 1..t-1 (rank-one updates); no exploration;

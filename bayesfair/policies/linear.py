@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from bayesfair.core import _random
-from bayesfair.core.declare import POSITIVE, choice, declare, integer, real
+from bayesfair.core.declare import Cap, Index, OpenUnit, Positive, Unit, declare
 from bayesfair.core.merit import Merit, fair_policy, resolve_merit
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import Policy, posterior_requires
@@ -90,11 +90,11 @@ def _argmax_choice(key: jax.Array, index: jax.Array) -> tuple[jax.Array, jax.Arr
 # --------------------------------------------------------------------------- Thompson sampling
 
 
-@declare("policy",
-         example=[{"posterior": "linear_known_variance"},
-                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 2.0}},
-                  {"posterior": {"name": "linear_known_variance", "cholesky": "rank_one"}}],
-         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
+#: The environment the linear policies' contract examples run on.
+_LINEAR_ENV = {"name": "linear_bandit", "n_arms": 5, "n_features": 3}
+
+
+@declare("policy", example={"posterior": "linear_known_variance"}, example_env=_LINEAR_ENV)
 def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
     """FairX-LinTS, Algorithm 4.
 
@@ -133,10 +133,7 @@ def fairx_lints(posterior: LinearPosterior, merit: Merit) -> Policy:
     return Policy(init, select, update, name, requires=posterior_requires(posterior, "FairX-LinTS"))
 
 
-@declare("policy",
-         example=[{"posterior": "linear_known_variance"},
-                  {"posterior": {"name": "linear_normal_inverse_gamma", "a0": 0.5}}],
-         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3})
+@declare("policy", example={"posterior": "linear_known_variance"}, example_env=_LINEAR_ENV)
 def lints(posterior: LinearPosterior) -> Policy:
     """Linear Thompson sampling: play argmax_a theta_t . x_t,a for one posterior draw theta_t.
 
@@ -284,20 +281,18 @@ def _logdet_chol(chol: jax.Array) -> jax.Array:
 
 @declare("policy",
          example=[{}, {"beta": 0.5, "start": "linearized"}, {"merit": {"name": "identity"}, "lam": 2.0, "beta": 1.0}],
-         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
-         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE,
-         learning_rate=POSITIVE, steps=integer(0, 1000, cap=True), start=choice("center", "linearized"))
+         example_env=_LINEAR_ENV)
 def fairx_linucb(
     merit: Merit,
     *,
-    lam: float = 1.0,
-    beta: float | None = None,
-    delta: float = 0.05,
-    noise_sd: float = 1.0,
-    theta_bound: float = 1.0,
-    learning_rate: float = 0.01,
-    steps: int = 10,
-    start: str = "center",
+    lam: Positive = 1.0,
+    beta: Positive | None = None,
+    delta: OpenUnit = 0.05,
+    noise_sd: Positive = 1.0,
+    theta_bound: Positive = 1.0,
+    learning_rate: Positive = 0.01,
+    steps: Annotated[Index, Cap(1000)] = 10,
+    start: Literal["center", "linearized"] = "center",
 ) -> Policy:
     """FairX-LinUCB, Algorithm 3.
 
@@ -390,16 +385,14 @@ def fairx_linucb(
     return Policy(init, select, update, name, cfg)
 
 
-@declare("policy", example=[{}, {"beta": 0.3, "lam": 0.5}],
-         example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3}, lam=POSITIVE, beta=POSITIVE,
-         delta=real(0.0, 1.0, low_open=True, high_open=True), noise_sd=POSITIVE, theta_bound=POSITIVE)
+@declare("policy", example=[{}, {"beta": 0.3, "lam": 0.5}], example_env=_LINEAR_ENV)
 def linucb(
     *,
-    lam: float = 1.0,
-    beta: float | None = None,
-    delta: float = 0.05,
-    noise_sd: float = 1.0,
-    theta_bound: float = 1.0,
+    lam: Positive = 1.0,
+    beta: Positive | None = None,
+    delta: OpenUnit = 0.05,
+    noise_sd: Positive = 1.0,
+    theta_bound: Positive = 1.0,
 ) -> Policy:
     """LinUCB / OFUL: play argmax_a theta_hat_t . x_t,a + beta_t ||x_t,a||_{V_t^-1}.
 
@@ -430,9 +423,8 @@ def linucb(
     return Policy(init, select, update, name, {"algorithm": "linucb", "lam": lam, **radius_cfg})
 
 
-@declare("policy", example={"epsilon": 0.1}, example_env={"name": "linear_bandit", "n_arms": 5, "n_features": 3},
-         epsilon=real(0.0, 1.0), lam=POSITIVE)
-def fairx_lineg(merit: Merit, *, epsilon: float = 0.05, lam: float = 1.0) -> Policy:
+@declare("policy", example={"epsilon": 0.1}, example_env=_LINEAR_ENV)
+def fairx_lineg(merit: Merit, *, epsilon: Unit = 0.05, lam: Positive = 1.0) -> Policy:
     """FairX-LinEG (Section 5.1): pi_t(a) = epsilon / K + (1 - epsilon) f(theta_hat . x_t,a) /
     sum_a' f(theta_hat . x_t,a').
 

@@ -134,6 +134,8 @@ class Posterior(NamedTuple):
         not available, e.g. the MCMC fallback).
     """
 
+    __bayesfair_kind__ = "posterior"  # a config gives it as a posterior table (bayesfair.core.declare)
+
     name: str
     init: Callable[[Any], Any]
     update: Callable[[Any, Outcome], Any]

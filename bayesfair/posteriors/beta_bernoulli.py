@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair.core import _random
-from bayesfair.core.declare import POSITIVE, declare
+from bayesfair.core.declare import Positive, declare
 from bayesfair.posteriors.base import ObservationModel, Outcome, Posterior, init_size
 
 __all__ = ["BetaState", "beta_bernoulli"]
@@ -23,8 +23,8 @@ class BetaState(NamedTuple):
     beta: jax.Array
 
 
-@declare("posterior", a0=POSITIVE, b0=POSITIVE, example=[{}, {"a0": 0.5, "b0": 0.5}])
-def beta_bernoulli(a0: float = 1.0, b0: float = 1.0) -> Posterior:
+@declare("posterior", example=[{}, {"a0": 0.5, "b0": 0.5}])
+def beta_bernoulli(a0: Positive = 1.0, b0: Positive = 1.0) -> Posterior:
     """Conjugate Beta-Bernoulli family.
 
     The update adds the reward to alpha and ``1 - reward`` to beta of the pulled arm; the

@@ -5,14 +5,14 @@ This is the model of the FairX-TS theorems (Theorems 3.3.1/3.3.2: mu_a ~ N(0, 1)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_float
-from bayesfair.core.declare import POSITIVE, declare
+from bayesfair.core.declare import Positive, declare
 from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
 
 __all__ = ["NormalState", "normal_known_variance"]
@@ -25,9 +25,9 @@ class NormalState(NamedTuple):
     precision_mean: jax.Array
 
 
-@declare("posterior", prior_mean={"kind": "float_or_floats"}, prior_var=POSITIVE, noise_var=POSITIVE,
-         example=[{}, {"prior_mean": 0.5, "prior_var": 1.0, "noise_var": 0.25}])
-def normal_known_variance(prior_mean: float = 0.0, prior_var: float = 1.0, noise_var: float = 1.0) -> Posterior:
+@declare("posterior", example=[{}, {"prior_mean": 0.5, "prior_var": 1.0, "noise_var": 0.25}])
+def normal_known_variance(prior_mean: float | list[float] | Any = 0.0, prior_var: Positive = 1.0,
+                          noise_var: Positive = 1.0) -> Posterior:
     """Conjugate Normal family with known noise variance.
 
     Posterior precision = 1/v0 + n/sigma^2; posterior mean = (m0/v0 + sum r / sigma^2) / precision.

@@ -58,7 +58,7 @@ integer count (a float32 ``a += 1/2`` would stop being exact once a reaches 2^23
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -68,7 +68,7 @@ from jax.scipy.linalg import solve_triangular
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_array
-from bayesfair.core.declare import POSITIVE, choice, declare
+from bayesfair.core.declare import Positive, declare
 from bayesfair.posteriors.base import ObservationModel, Outcome, fit_outcomes, init_size, normal_observation
 
 __all__ = [
@@ -119,6 +119,8 @@ class LinearPosterior(NamedTuple):
 
     The same protocol as every family (:mod:`bayesfair.posteriors.base`).
     """
+
+    __bayesfair_kind__ = "posterior"  # a config gives it as a posterior table (bayesfair.core.declare)
 
     name: str
     init: Callable[[Any], Any]
@@ -280,14 +282,13 @@ def _draw(mode: str, mean: Callable[[Any], jax.Array], state, z: jax.Array) -> j
     return mean(state) + _solve_upper(state.chol, z)
 
 
-@declare("posterior", prior_mean={"kind": "float_or_floats"}, prior_var=POSITIVE, noise_var=POSITIVE,
-         cholesky=choice("refresh", "rank_one"))
+@declare("posterior", example=[{}, {"cholesky": "rank_one"}])
 def linear_known_variance(
-    prior_mean: Any = 0.0,
-    prior_var: float = 1.0,
-    noise_var: float = 1.0,
+    prior_mean: float | list[float] | Any = 0.0,
+    prior_var: Positive = 1.0,
+    noise_var: Positive = 1.0,
     *,
-    cholesky: str = "refresh",
+    cholesky: Literal["refresh", "rank_one"] = "refresh",
 ) -> LinearPosterior:
     """Conjugate Gaussian linear regression with known noise variance.
 
@@ -355,15 +356,14 @@ def linear_known_variance(
     )
 
 
-@declare("posterior", m0={"kind": "float_or_floats"}, kappa0=POSITIVE, a0=POSITIVE, b0=POSITIVE,
-         cholesky=choice("refresh", "rank_one"))
+@declare("posterior", example=[{"a0": 2.0}, {"a0": 0.5}])
 def linear_normal_inverse_gamma(
-    m0: Any = 0.0,
-    kappa0: float = 1.0,
-    a0: float = 1.0,
-    b0: float = 1.0,
+    m0: float | list[float] | Any = 0.0,
+    kappa0: Positive = 1.0,
+    a0: Positive = 1.0,
+    b0: Positive = 1.0,
     *,
-    cholesky: str = "refresh",
+    cholesky: Literal["refresh", "rank_one"] = "refresh",
 ) -> LinearPosterior:
     """Conjugate Normal-Inverse-Gamma linear regression (unknown noise variance).
 

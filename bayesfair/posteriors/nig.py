@@ -9,14 +9,14 @@ freedom, location m and scale sqrt(b / (a kappa)).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from bayesfair.core import _random
 from bayesfair.core._validate import finite_float
-from bayesfair.core.declare import POSITIVE, declare
+from bayesfair.core.declare import Positive, declare
 from bayesfair.posteriors.base import Outcome, Posterior, init_size, normal_observation
 
 __all__ = ["NIGState", "normal_inverse_gamma"]
@@ -31,10 +31,11 @@ class NIGState(NamedTuple):
     b: jax.Array
 
 
-@declare("posterior", m0={"kind": "float_or_floats"}, kappa0=POSITIVE, a0=POSITIVE, b0=POSITIVE,
+@declare("posterior",
          example=[{}, {"m0": 0.5, "kappa0": 1.0, "a0": 2.0, "b0": 0.5},
                   {"m0": 0.5, "kappa0": 1.0, "a0": 0.5, "b0": 0.5}])
-def normal_inverse_gamma(m0: float = 0.0, kappa0: float = 1.0, a0: float = 1.0, b0: float = 1.0) -> Posterior:
+def normal_inverse_gamma(m0: float | list[float] | Any = 0.0, kappa0: Positive = 1.0, a0: Positive = 1.0,
+                         b0: Positive = 1.0) -> Posterior:
     """Conjugate Normal-Inverse-Gamma family; TS draws sigma^2 then mu exactly."""
     m0 = finite_float("m0", m0)
     kappa0, a0, b0 = float(kappa0), float(a0), float(b0)  # > 0: declared

@@ -36,15 +36,16 @@ others. The definitions are in :mod:`bayesfair.simulation.metrics`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesfair.core import declare as _declare
 from bayesfair.core._compile import TraceCache
 from bayesfair.core.compat import check_merit_domain_blocks
-from bayesfair.core.declare import declare, floats, strs
+from bayesfair.core.declare import declare
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.merit import Merit, fair_policy, group_fair_policy, resolve_merit
 from bayesfair.environments.base import run_means_blocks
@@ -454,8 +455,8 @@ def default_metrics(merit: Merit | None = None, floors: Any = None) -> list[Metr
 # so `bayesfair list` shows them and a user module can add one (``name = "mymodule:my_metric"``)
 
 
-@declare("metric", name="fairx", only=strs(*FairXRegrets.VARIABLES), example={"merit": {"name": "identity"}})
-def fairx_regrets(merit: Merit, only: list[str] | None = None) -> Metric:
+@declare("metric", name="fairx", example={"merit": {"name": "identity"}})
+def fairx_regrets(merit: Merit, only: list[Literal[FairXRegrets.VARIABLES]] | None = None) -> Metric:
     """FairX fairness and reward regrets, and the group fairness regret.
 
     The :class:`FairXRegrets` component.
@@ -463,8 +464,8 @@ def fairx_regrets(merit: Merit, only: list[str] | None = None) -> Metric:
     return FairXRegrets(merit, only=only)
 
 
-@declare("metric", name="conventional", only=strs(*Conventional.VARIABLES))
-def conventional(only: list[str] | None = None) -> Metric:
+@declare("metric", name="conventional")
+def conventional(only: list[Literal[Conventional.VARIABLES]] | None = None) -> Metric:
     """Standard regret, reward, exposure and pulls per arm and group.
 
     The :class:`Conventional` component.
@@ -481,9 +482,8 @@ def extra_regrets() -> Metric:
     return ExtraRegrets()
 
 
-@declare("metric", name="floors", floors=floats(0.0, 1.0, low_open=True, inherit="floors"),
-         example={"floors": [0.2, 0.3, 0.25]})
-def floor_metrics(floors: list[float], merit: Merit | None = None) -> Metric:
+@declare("metric", name="floors", example={"floors": [0.2, 0.3, 0.25]})
+def floor_metrics(floors: _declare.Floors, merit: Merit | None = None) -> Metric:
     """Anytime exposure-floor slack and, with a merit, the bi-level regret R*_beta.
 
     The :class:`Floors` component.

@@ -19,56 +19,33 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
-from bayesfair.core.declare import (  # noqa: F401 (the declaration API, re-exported for config users)
-    _BROKEN,
-    _DISCOVERED,
-    _ENTRIES,
-    _PACKAGES,
-    _PLURAL,
-    _PYTHON_ONLY,
-    _REQUIRED,
-    _RETURNS,
-    EXAMPLE_ENV,
-    EXAMPLE_POSTERIORS,
-    EXAMPLE_STUDY,
+from bayesfair.core.declare import (
     KINDS,
-    POSITIVE,
-    REAL_MAX,
-    REAL_MIN,
     ConfigError,
     Entry,
     Param,
-    _check_kind,
     _fmt,
-    check_value,
-    choice,
+    _import_target,
     declare,
-    floats,
-    group_label_list,
-    integer,
-    ints,
-    pair,
-    real,
-    register,
-    strs,
+    python_only_entries,
 )
+from bayesfair.core.declare import entries as declared
 
-__all__ = [
-    "ConfigError",
-    "Param",
-    "Entry",
-    "KINDS",
-    "declare",
-    "register",
-    "get",
-    "names",
-    "entries",
-    "unavailable",
-    "table",
-    "check_value",
-    "check_params",
-    "build",
-]
+__all__ = ["ConfigError", "Param", "Entry", "KINDS", "declare", "get", "names", "entries", "unavailable", "table",
+           "check_params", "build"]
+
+_PLURAL = {"policy": "policies", "environment": "environments", "posterior": "posteriors", "merit": "merits",
+           "metric": "metrics"}
+_PACKAGES = {"policy": "bayesfair.policies", "environment": "bayesfair.environments",
+             "posterior": "bayesfair.posteriors", "merit": "bayesfair.core.merit", "metric": "bayesfair.simulation"}
+_BROKEN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # module -> import error
+_DISCOVERED: set[str] = set()
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return kind
 
 
 def _discover(kind: str) -> None:
@@ -96,14 +73,14 @@ def names(kind: str) -> list[str]:
     """Registered names of one kind, in registration order."""
     _check_kind(kind)
     _discover(kind)
-    return list(_ENTRIES[kind])
+    return list(declared(kind))
 
 
 def entries(kind: str) -> list[Entry]:
     """Registered entries of one kind."""
     _check_kind(kind)
     _discover(kind)
-    return list(_ENTRIES[kind].values())
+    return list(declared(kind).values())
 
 
 def unavailable(kind: str) -> dict[str, str]:
@@ -117,19 +94,19 @@ def _declared_at(kind: str, target: str, path: str) -> Entry:
     """The entry of the constructor at import path ``target``: it must carry a declaration of this
     kind (:func:`~bayesfair.core.declare.declare`). Anything else is refused before it is called,
     so a config cannot run an arbitrary callable (``os:system``); the module itself is imported."""
-    entry = Entry(kind, target, target)
-    ok, reason = entry.available()
-    if not ok:
-        raise ConfigError(path, reason)
-    fn = entry.resolve()
-    declared = _ENTRIES[kind].get(getattr(fn, "__bayesfair_entry__", None))
-    if declared is None or declared.target is not fn:
-        what = (f"a declared bayesfair {fn.__bayesfair_kind__}, not a {kind}"
-                if hasattr(fn, "__bayesfair_kind__") else f"not a declared bayesfair {kind}")
+    try:
+        fn = _import_target(target, f"{kind} {target!r}")
+    except ConfigError as exc:
+        raise ConfigError(path, exc.message) from None
+    declared_as = getattr(fn, "__bayesfair_entry__", None)
+    entry = declared(kind).get(declared_as[1]) if declared_as and declared_as[0] == kind else None
+    if entry is None or entry.target is not fn:
+        what = (f"a declared bayesfair {declared_as[0]}, not a {kind}" if declared_as
+                else f"not a declared bayesfair {kind}")
         raise ConfigError(path, f"{target} is {what}: a config may name only constructors declared with "
                                 f"@bayesfair.core.declare.declare({kind!r}) (nothing was called). Declare it in "
                                 "your module, or name a registered one (`bayesfair list`)")
-    return declared
+    return entry
 
 
 def get(kind: str, name: str, *, path: str = "") -> Entry:
@@ -144,13 +121,13 @@ def get(kind: str, name: str, *, path: str = "") -> Entry:
     _discover(kind)
     if not isinstance(name, str) or not name:
         raise ConfigError(path, f"expected the name of a {kind} (a string), got {name!r}")
-    if name in _ENTRIES[kind]:
-        return _ENTRIES[kind][name]
-    if name in _PYTHON_ONLY[kind]:
-        raise ConfigError(path, f"{kind} {name!r} is available from Python only: {_PYTHON_ONLY[kind][name][1]}")
+    if name in declared(kind):
+        return declared(kind)[name]
+    if name in python_only_entries(kind):
+        raise ConfigError(path, f"{kind} {name!r} is available from Python only: {python_only_entries(kind)[name][1]}")
     if ":" in name:
         return _declared_at(kind, name, path)
-    known = list(_ENTRIES[kind])
+    known = list(declared(kind))
     msg = f"unknown {kind} {name!r}"
     close = difflib.get_close_matches(name, known, n=1)
     if close:
@@ -167,11 +144,9 @@ def table() -> list[dict[str, Any]]:
     rows = []
     for kind in KINDS:
         for e in entries(kind):
-            ok, reason = e.available()
-            params = ", ".join(p.describe() for p in e.params()) if ok else ""
-            rows.append({"kind": kind, "name": e.name, "target": e.path, "available": ok, "reason": reason,
-                         "params": params, "doc": e.summary() if ok else ""})
-        for name, (fn, reason) in _PYTHON_ONLY[kind].items():
+            rows.append({"kind": kind, "name": e.name, "target": e.path, "available": True, "reason": "",
+                         "params": ", ".join(p.describe() for p in e.params()), "doc": e.summary()})
+        for name, (fn, reason) in python_only_entries(kind).items():
             doc = (inspect.getdoc(fn) or "").strip().splitlines()
             rows.append({"kind": kind, "name": name, "target": f"{fn.__module__}:{fn.__qualname__}", "available": True,
                          "reason": "", "params": "", "doc": f"{doc[0] if doc else ''} (Python only: {reason})",
@@ -215,8 +190,8 @@ def check_params(kind: str, spec: Any, path: str, *, study: Mapping[str, Any] | 
     entry = get(kind, spec["name"], path=f"{path}.name")
     try:
         params = entry.params()
-    except (ValueError, TypeError) as exc:  # a signature that cannot be read
-        raise ConfigError(path, str(exc)) from None
+    except (NameError, TypeError) as exc:  # annotations that cannot be evaluated
+        raise ConfigError(path, f"{entry.name}: cannot read its declared types ({type(exc).__name__}: {exc})") from None
     by_name = {p.name: p for p in params}
     allowed = ["name", *by_name, *extra_keys]
     for key in spec:
@@ -230,13 +205,13 @@ def check_params(kind: str, spec: Any, path: str, *, study: Mapping[str, Any] | 
     for p in params:
         sub = f"{path}.{p.name}"
         if p.name in spec:
-            value = check_value(p, spec[p.name], sub)
+            value = p.check(spec[p.name], sub)
             if p.kind in ("merit", "posterior") and value is not None:
                 _, value = check_params(p.kind, value, sub, study=study)
             out[p.name] = value
         elif p.inherit is not None and study.get(p.inherit) is not None:
             out[p.name] = study[p.inherit]
-        elif p.default is _REQUIRED:
+        elif p.default is Param.required:
             hint = f" (or set the study's {p.inherit})" if p.inherit else ""
             raise ConfigError(sub, f"required: {p.allowed()}{hint}")
     for key in extra_keys:
@@ -253,7 +228,7 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
     Constructor errors become :class:`ConfigError` naming ``path``.
     """
     entry = get(kind, spec["name"], path=f"{path}.name")
-    fn = entry.resolve()
+    fn = entry.target
     by_name = {p.name: p for p in entry.params()}
     kwargs: dict[str, Any] = {}
     for key, value in spec.items():
@@ -275,10 +250,7 @@ def build(kind: str, spec: Mapping[str, Any], path: str, *, objects: Mapping[str
         raise ConfigError(f"{path}.{exc.path}" if exc.path else path, exc.message) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(path, f"{entry.name}: {exc}") from None
-    want = _RETURNS[kind]
-    if type(obj).__name__ not in want and not any(c.__name__ in want for c in type(obj).__mro__):
-        raise ConfigError(f"{path}.name", f"{entry.name} returned a {type(obj).__name__}, not a bayesfair "
-                                          f"{' or '.join(want)}: a {kind} name must be a registered {kind} or "
-                                          f"the import path of a function that builds one")
+    want = entry.returns()
+    if isinstance(want, type) and not isinstance(obj, want):
+        raise ConfigError(f"{path}.name", f"{entry.name} returned a {type(obj).__name__}, not a {want.__name__}")
     return obj
-

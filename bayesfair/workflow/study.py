@@ -16,13 +16,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
+import annotated_types as at
 import numpy as np
 
 from bayesfair.core._atomic import WriteError
-from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS
+from bayesfair.core._validate import MAX_HORIZON, MAX_RUNS, MAX_SEED
 from bayesfair.core.compat import IncompatibleError, check_policy_fits
+from bayesfair.core.declare import Count, Index, Positive
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.version import __version__
 from bayesfair.policies.base import check_select
@@ -43,7 +45,7 @@ from bayesfair.workflow.outputs import (
     study_lock,
 )
 from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_store
-from bayesfair.workflow.registry import ConfigError, Param, check_value
+from bayesfair.workflow.registry import ConfigError, Param
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
            "RESUME_KEYS"]
@@ -51,28 +53,28 @@ __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "T
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 TOP_LEVEL: dict[str, Param] = {
-    "name": Param("name", "str", default=None),
-    "description": Param("description", "str", default=None),
-    "seed": Param("seed", "int", default=0, low=0, high=2**32 - 1),
-    "runs": Param("runs", "int", low=1, high=MAX_RUNS),
-    "horizon": Param("horizon", "int", low=1, high=MAX_HORIZON),
-    "checkpoints": Param("checkpoints", "any", default=100),
-    "chunk_size": Param("chunk_size", "int", default=1024, low=1),
-    "devices": Param("devices", "int", default=None, low=1),
-    "floors": Param("floors", "floats", default=None, low=0.0, high=1.0, low_open=True),
-    "metrics": Param("metrics", "any", default=None),
-    "output": Param("output", "str", default=None),
+    "name": Param("name", str | None, None),
+    "description": Param("description", str | None, None),
+    "seed": Param("seed", Annotated[Index, at.Le(MAX_SEED)], 0),
+    "runs": Param("runs", Annotated[Count, at.Le(MAX_RUNS)]),
+    "horizon": Param("horizon", Annotated[Count, at.Le(MAX_HORIZON)]),
+    "checkpoints": Param("checkpoints", Any, 100),
+    "chunk_size": Param("chunk_size", Count, 1024),
+    "devices": Param("devices", Count | None, None),
+    "floors": Param("floors", list[Annotated[float, at.Gt(0), at.Le(1)]] | None, None),
+    "metrics": Param("metrics", Any, None),
+    "output": Param("output", str | None, None),
 }
 _TABLES = ("merit", "environment", "policies", "sweep", "log", "resume")
 LOG_KEYS: dict[str, Param] = {
-    "enabled": Param("enabled", "bool", default=False),
-    "format": Param("format", "str", default="auto", choices=("auto", "parquet", "csv")),
-    "max_rows": Param("max_rows", "int", default=5_000_000, low=1),
-    "true_reward": Param("true_reward", "str", default="true"),
+    "enabled": Param("enabled", bool, False),
+    "format": Param("format", Literal["auto", "parquet", "csv"], "auto"),
+    "max_rows": Param("max_rows", Count, 5_000_000),
+    "true_reward": Param("true_reward", str, "true"),
 }
 RESUME_KEYS: dict[str, Param] = {
-    "every_chunks": Param("every_chunks", "int", default=None, low=1),
-    "every_seconds": Param("every_seconds", "float", default=30.0, low=0.0, low_open=True),
+    "every_chunks": Param("every_chunks", Count | None, None),
+    "every_seconds": Param("every_seconds", Positive, 30.0),
 }
 
 
@@ -94,7 +96,7 @@ def _check_table(raw: Any, schema: Mapping[str, Param], path: str) -> dict[str, 
     out = {}
     for key, p in schema.items():
         if key in raw:
-            out[key] = check_value(p, raw[key], f"{path}.{key}")
+            out[key] = p.check(raw[key], f"{path}.{key}")
         else:
             out[key] = p.default
     return out
@@ -491,9 +493,9 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         if key == "checkpoints":
             continue
         if key == "floors" and floors_key in raw:
-            cfg[key] = check_value(p, raw[floors_key], floors_key)
+            cfg[key] = p.check(raw[floors_key], floors_key)
         elif key in raw:
-            cfg[key] = check_value(p, raw[key], key)
+            cfg[key] = p.check(raw[key], key)
         elif p.is_required:
             raise ConfigError(key, f"required: {p.allowed()}")
         else:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from bayesfair.core import _random
-from bayesfair.core.declare import POSITIVE, declare
+from bayesfair.core.declare import Positive, declare
 from bayesfair.posteriors.base import Outcome, Posterior, init_size
 
 __all__ = ["gamma_poisson"]
@@ -31,8 +31,8 @@ class GammaState(NamedTuple):
     rate: jax.Array
 
 
-@declare("posterior", a0=POSITIVE, b0=POSITIVE, example=[{}, {"a0": 2.0, "b0": 4.0}])
-def gamma_poisson(a0: float = 1.0, b0: float = 1.0) -> Posterior:
+@declare("posterior", example=[{}, {"a0": 2.0, "b0": 4.0}])
+def gamma_poisson(a0: Positive = 1.0, b0: Positive = 1.0) -> Posterior:
     """Conjugate Gamma-Poisson family: the rate of each arm's Poisson counts.
 
     Parameters

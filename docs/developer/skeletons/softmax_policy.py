@@ -13,15 +13,15 @@ from __future__ import annotations
 import jax
 
 from bayesfair.core import _random
-from bayesfair.core.declare import POSITIVE, declare, real
+from bayesfair.core.declare import Positive, declare
 from bayesfair.core.types import Observation, Spec
 from bayesfair.policies.base import CountState, Policy, empirical_mean, init_counts, update_counts
 
 __all__ = ["softmax"]
 
 
-@declare("policy", temperature=POSITIVE, initial_estimate=real(), example=[{}, {"temperature": 0.05}])
-def softmax(*, temperature: float = 0.1, initial_estimate: float = 0.5) -> Policy:
+@declare("policy", example=[{}, {"temperature": 0.05}])
+def softmax(*, temperature: Positive = 0.1, initial_estimate: float = 0.5) -> Policy:
     """Softmax (Boltzmann) exploration: pi_t(a) proportional to exp(mu_hat_a / temperature).
 
     Parameters

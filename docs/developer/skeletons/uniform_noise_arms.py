@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesfair.core._validate import finite_array
-from bayesfair.core.declare import declare, floats, real
+from bayesfair.core.declare import Unit, declare
 from bayesfair.core.groups import Groups
 from bayesfair.core.types import Observation, Round, Spec
 from bayesfair.environments.base import Environment
@@ -23,8 +23,8 @@ from bayesfair.environments.base import Environment
 __all__ = ["uniform_noise_arms"]
 
 
-@declare("environment", means=floats(), width=real(0.0, 1.0), example={"means": [0.2, 0.5, 0.8], "width": 0.1})
-def uniform_noise_arms(means: list[float], width: float = 0.1) -> Environment:
+@declare("environment", example={"means": [0.2, 0.5, 0.8], "width": 0.1})
+def uniform_noise_arms(means: list[float], width: Unit = 0.1) -> Environment:
     """K arms with rewards r_t,a ~ U[mu_a - width, mu_a + width].
 
     Parameters
