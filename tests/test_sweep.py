@@ -144,7 +144,7 @@ def _failing_sweep(tmp_path):
     return cfg
 
 
-def _fails_at_epsilon_03(raw):
+def _fails_at_epsilon_03(raw, inputs=None):
     from bayesfair.simulation.simulator import SimulationError
 
     if raw["policies"]["EG"]["epsilon"] == 0.3:
