@@ -153,10 +153,13 @@ def test_a_sweep_on_the_cluster_equals_the_local_run_bit_for_bit(cluster, tmp_pa
     for v in local.data_vars:
         if v != "seconds":  # the timings
             np.testing.assert_array_equal(remote[v].values, local[v].values, err_msg=v)
-    # the config as written (the relative means_file, not the worker's copy), the same fingerprints
-    for attr in ("config", "point_configs", "sweep"):
-        assert remote.attrs[attr] == local.attrs[attr], attr
+    # the config as written (the relative means_file, not the worker's copy), the same fingerprints;
+    # only the output folders differ (--out)
+    assert remote.attrs["sweep"] == local.attrs["sweep"]
+    assert _without_output(remote.attrs["config"]) == _without_output(local.attrs["config"])
     configs = json.loads(remote.attrs["point_configs"])
+    local_configs = json.loads(local.attrs["point_configs"])
+    assert [_without_output(c) for c in configs] == [_without_output(c) for c in local_configs]
     assert configs[1]["environment"]["means_file"] == "instances.csv"
     assert configs[1]["inputs"]["environment"]["means_file"] == hashlib.sha256(
         Path("instances.csv").read_bytes()).hexdigest()
@@ -169,6 +172,12 @@ def test_a_sweep_on_the_cluster_equals_the_local_run_bit_for_bit(cluster, tmp_pa
     assert len(copies) == 1 and copies[0].stat().st_size == bds.info("yeast").file("yeast.arff").size
     assert list(cluster["scratch"].rglob("bayesfair-inputs/files/*/instances.csv"))
     assert not cluster["data"].exists()  # nothing went to the worker's own data folder
+
+
+def _without_output(config: str | dict) -> dict:
+    config = json.loads(config) if isinstance(config, str) else dict(config)
+    config.pop("output")
+    return config
 
 
 def _toml_list(json_list: str) -> str:
