@@ -60,20 +60,22 @@ def _start(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subpro
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """End ``proc`` and its process group (started by :func:`_start` in a session of its own)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """End each of ``procs`` and its process group (started by :func:`_start` in a session of its
+    own): SIGTERM to all, then SIGKILL to any still running after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
+        running = [p for p in procs if p.poll() is None]
+        for proc in running:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def _tail(log: Path) -> str:
@@ -121,8 +123,7 @@ def cluster(tmp_path_factory):
         yield {"address": address, "worker": worker_address, "package": Path(package), "data": Path(data_dir),
                "cwd": Path(worker_cwd), "home": home, "scratch": scratch, "site": site, "logs": logs}
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
+        _stop(procs)
 
 
 def test_the_worker_cannot_find_the_data_or_the_files_by_itself(cluster):
