@@ -27,13 +27,16 @@ from bayesfair.datasets import ChecksumError, MissingFileError, shipping
 from bayesfair.simulation.results import read_results
 from bayesfair.workflow import cli
 from bayesfair.workflow.config import ConfigError, load_config
-from bayesfair.workflow.sweep import named_files, run_point
+from bayesfair.workflow.tasks import named_files, run_point, task_config, task_inputs
 
 distributed = pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BAYESFAIR_DATA", "").strip() or ROOT.parent / "shared" / "data").absolute()
 START_TIMEOUT = 60.0  # seconds for the scheduler to write its address and the worker to register
+#: Seconds after which the scheduler and the worker end by themselves (coreutils `timeout`), should
+#: this process die without running the fixture's clean-up (SIGKILL).
+LIFETIME = 900
 YEAST = {"name": "yeast_bandit", "mode": "mab", "part": "test"}
 
 needs_yeast = pytest.mark.skipif(not (DATA / "yeast" / "yeast.arff").is_file(),
@@ -55,15 +58,17 @@ def _config(sweep: str, extra: str = "") -> str:
 
 
 def _start(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``python -m dask ARGS`` in a session of its own, bounded by :data:`LIFETIME` where `timeout` exists."""
+    bound = ["timeout", "-k", "10", str(LIFETIME)] if shutil.which("timeout") else []
     with open(log, "wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=cwd, env=env, stdout=out,
+        return subprocess.Popen([*bound, sys.executable, "-m", "dask", *args], cwd=cwd, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
     """End each of ``procs`` and its process group (started by :func:`_start` in a session of its
-    own): SIGTERM to all, then SIGKILL to any still running after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
+    own): SIGTERM to all, then SIGKILL to any still running after 3 s."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
         running = [p for p in procs if p.poll() is None]
         for proc in running:
             try:
@@ -285,7 +290,7 @@ def test_run_point_builds_from_the_shipped_copy_and_keeps_the_config_as_written(
     content = Path("inst.csv").read_bytes()
     item = {"key": ["environment", "means_file"], "path": "inst.csv", "name": "inst.csv",
             "sha256": hashlib.sha256(content).hexdigest(), "content": content}
-    raw = sw.task_config(0)
+    raw = task_config(sw.points[0])
     local = sw.points[0].run()
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # the worker's folder: no inst.csv here
@@ -301,7 +306,7 @@ def test_a_file_changed_after_loading_is_refused_before_shipping(tmp_path, monke
     sw = _point(tmp_path, monkeypatch)
     Path("inst.csv").write_text("0.3,0.3\n0.3,0.3\n")
     with pytest.raises(ConfigError, match=r"environment.means_file: inst.csv changed since the config was loaded"):
-        sw.task_inputs(client=None)
+        task_inputs(sw.points, sw.reads, client=None)
 
 
 def test_the_worker_side_error_without_a_worker_names_this_process(tmp_path, monkeypatch):

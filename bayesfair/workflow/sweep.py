@@ -28,35 +28,20 @@ the worker.
 
 What the tasks carry
 --------------------
-A worker may be another machine, with another working directory and no data folder. So every
-file a point's config names (a string value of a key ending in ``_file``: ``means_file``,
-``theta_file``, ``beta_file``, ``psi_file``) is read and checksummed on the client and travels by
-content; the worker checks the sha256, writes the copy into its own local directory and builds
-the study from it (the study's config keeps the path as written, so results and fingerprints are
-the client's). The registered data files a point reads (:func:`bayesfair.datasets.recording`,
-while the client built it) travel the same way when the config's ``[data]`` table says so
-(``ship``, default ``"auto"``: when no ``[data] path`` is set and the sweep's files total at most
-:data:`bayesfair.datasets.shipping.SHIP_LIMIT`, 64 MiB; ``"always"``; ``"never"``); each worker
-checks them against the registry and reads them from its copy. Data not shipped is read on the
-worker from ``[data] path`` (a folder every worker sees at that path, e.g. a shared file system)
-or else from the worker's own data folder; a file missing there is an error naming the worker
-(address and host), the folder it looked in and the fix. Contents travel as Dask data
-(``Client.scatter``, keyed by sha256, so a file shared by many points is sent once to each
-worker that needs it), not inside the task graph.
+Every file a point's config names and, when small enough or asked for, the data sets it reads,
+by content, checked where they arrive (:mod:`bayesfair.workflow.tasks`); data not shipped is read
+from the config's ``[data] path`` or the worker's own data folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import itertools
 import json
 import logging
 import os
 import re
-import socket
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,9 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesfair.core import _signals
-from bayesfair.core._atomic import atomic_write
-from bayesfair.core._memory import format_bytes
-from bayesfair.datasets import DatasetError, cache_dir, data_folder, recording, shipping
+from bayesfair.datasets import recording
 from bayesfair.simulation import results as io
 from bayesfair.simulation.results import json_default
 from bayesfair.simulation.simulator import MemoryEstimate, StudyMemoryError, check_memory
@@ -80,9 +63,10 @@ from bayesfair.workflow.outputs import (
 )
 from bayesfair.workflow.persist import StudyInterrupted, describe_resume
 from bayesfair.workflow.study import ConfigError, Study, StudyOutput, parse_config, set_path
+from bayesfair.workflow.tasks import Read, run_point, task_config, task_inputs
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
-           "named_files", "MAX_POINTS", "CONNECT_TIMEOUT"]
+           "MAX_POINTS", "CONNECT_TIMEOUT"]
 
 MAX_POINTS = 10_000
 #: Seconds :func:`dask_client` waits for a scheduler to answer (distributed's own default is 30).
@@ -97,125 +81,6 @@ def coordinate(value: Any) -> Any:
     if isinstance(value, (bool, int, float, str)):
         return value
     return json.dumps(value, separators=(", ", ": "))
-
-
-def named_files(raw: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
-    """``(key path, file)`` of every file a config names: the string values of keys ending in
-    ``_file`` (``means_file``, ``theta_file``, ``beta_file``, ``psi_file``), at any depth."""
-    found: list[tuple[tuple[str | int, ...], str]] = []
-
-    def walk(obj: Any, at: tuple[str | int, ...]) -> None:
-        items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else ()
-        for key, value in items:
-            if isinstance(key, str) and key.endswith("_file") and isinstance(value, str):
-                found.append(((*at, key), value))
-            else:
-                walk(value, (*at, key))
-
-    walk(raw, ())
-    return found
-
-
-def run_point(raw: Mapping[str, Any], inputs: Mapping[str, Any] | None = None) -> Any:
-    """Build and run one point's study from its plain config (the Dask task); returns the Dataset.
-
-    ``inputs`` is what :meth:`Sweep.execute` ships with the task (the module docstring): the
-    contents of the files the config names (``files``: key path, path as written, sha256,
-    content) and of the data files the point reads (``data``: dataset, file, content), and
-    ``note``, why data was not shipped. Each content is checked (the instance file's sha256, the
-    data file's registry checksum) and written into this worker's local directory; the study is
-    built from those copies, its config keeping the paths as written. A data file missing on the
-    worker raises its :class:`~bayesfair.datasets.DatasetError` naming the worker, the folder it
-    looked in and the fix.
-    """
-    # importing this module imported the bayesfair package first, which set up the host devices
-    if inputs is None:
-        return parse_config(raw).run(progress=False)
-    here, scratch = _this_worker()
-    raw = copy.deepcopy(dict(raw))
-    restore: list[tuple[tuple[str | int, ...], Any]] = []
-    for item in inputs["files"]:
-        key = tuple(item["key"])
-        restore.append((key, item["path"]))
-        _set_in(raw, key, str(_place_file(item, scratch / "files", here)))
-    folder = None
-    if inputs["data"]:
-        folder = scratch / "data"
-        for item in inputs["data"]:
-            shipping.place(folder, item["dataset"], item["file"], item["content"], f"shipped to {here}")
-        table = raw.get("data")
-        if isinstance(table, dict) and table.get("path") is not None:  # the shipped copies are read, not it
-            restore.append((("data", "path"), table.pop("path")))
-    with data_folder(folder):
-        looked = cache_dir()
-        try:
-            study = parse_config(raw)
-        except DatasetError as exc:
-            raise _worker_data_error(exc, here, looked, raw, inputs["note"]) from None
-    for key, value in restore:  # the config as the client wrote it: same results attributes, same fingerprint
-        _set_in(study.raw, key, value)
-        with contextlib.suppress(KeyError, IndexError, TypeError):
-            _set_in(study.config, key, value, create=False)
-    return study.run(progress=False)
-
-
-def _this_worker() -> tuple[str, Path]:
-    """Where this task runs, for messages ("Dask worker tcp://10.0.0.7:40123 (host node7)"), and a
-    scratch folder there for what the task was shipped (in the worker's local directory)."""
-    host = socket.gethostname()
-    try:
-        from distributed import get_worker  # optional extra; only here, where a task runs
-        worker = get_worker()
-    except (ImportError, ValueError):  # called outside a Dask worker
-        return f"this process (host {host})", Path(tempfile.gettempdir()) / "bayesfair-sweep-inputs"
-    return f"Dask worker {worker.address} (host {host})", Path(worker.local_directory) / "bayesfair-inputs"
-
-
-def _set_in(obj: Any, key: Sequence[str | int], value: Any, *, create: bool = True) -> None:
-    for part in key[:-1]:
-        obj = obj[part]
-    if not create and isinstance(obj, dict) and key[-1] not in obj:
-        raise KeyError(key[-1])
-    obj[key[-1]] = value
-
-
-def _place_file(item: Mapping[str, Any], folder: Path, here: str) -> Path:
-    """A shipped instance file, checked against its sha256 and written as ``<folder>/<sha256>/<name>``
-    (the name keeps the suffix that says how it is read); a whole copy already there is kept."""
-    content, expected = item["content"], item["sha256"]
-    actual = hashlib.sha256(content).hexdigest()
-    if actual != expected:
-        raise ConfigError(".".join(map(str, item["key"])),
-                          f"the copy of {item['path']!r} shipped to {here} is damaged (sha256 {actual}, expected "
-                          f"{expected}, as the client read it): nothing was run; run the sweep again")
-    dest = folder / expected / item["name"]
-    if not (dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == expected):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_write(dest) as tmp, open(tmp, "wb") as out:
-            out.write(content)
-    return dest
-
-
-def _worker_data_error(exc: DatasetError, here: str, looked: Path, raw: Mapping[str, Any],
-                       note: str | None) -> DatasetError:
-    """``exc`` (a data file missing or corrupt where a worker read it) as the same type, naming
-    the worker, its working directory, the folder it looked in and the fix."""
-    table = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-    if table.get("path") is not None:
-        fix = (f"the config's [data] path {table['path']} must hold the data at that same path on every worker "
-               "(a shared file system mounted there); or ship the data to the workers instead ([data] ship = "
-               "\"always\")")
-    else:
-        fix = ("set [data] path in the config (or --set data.path=FOLDER) to a data folder that every worker can "
-               "read at that same path (laid out as FOLDER/<dataset>/<file>), or ship the data to the workers "
-               f"([data] ship = \"always\"; \"auto\" ships up to {format_bytes(shipping.SHIP_LIMIT)})")
-    why = f" ({note})" if note else ""
-    text = (f"on {here}, working directory {os.getcwd()}, reading the data folder {looked}{why}: {exc}\n"
-            f"Fix: {fix}.")
-    try:
-        return type(exc)(text)
-    except Exception:  # noqa: BLE001 - a subclass that takes other arguments
-        return DatasetError(text)
 
 
 def combine(datasets: Sequence[Any], keys: Sequence[str], values: Sequence[Sequence[Any]],
@@ -399,7 +264,7 @@ class Sweep:
     output: Path
     source: Path | None = None
     #: Per point, ``(dataset, file, local path)`` of the registered data files it read when it was built.
-    reads: list[list[tuple[str, str, Path]]] = field(default_factory=list)
+    reads: list[list[Read]] = field(default_factory=list)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], source: str | os.PathLike | None = None, *,
@@ -498,94 +363,14 @@ class Sweep:
                 with _naming(f"sweep point {i + 1} of {len(self.points)} ({_label(self.keys, self.coords()[i])})"):
                     datasets.append(p.run(progress=progress))
         else:
-            inputs = self.task_inputs(client)
-            futures = [client.submit(run_point, self.task_config(i), inputs[i], pure=False)
-                       for i in range(len(self.points))]
+            inputs = task_inputs(self.points, self.reads, client)
+            futures = [client.submit(run_point, task_config(p), inputs[i], pure=False)
+                       for i, p in enumerate(self.points)]
             datasets = []
             for i, fut in enumerate(futures):
                 with _naming(f"sweep point {i + 1} of {len(self.points)} ({_label(self.keys, self.coords()[i])})"):
                     datasets.append(fut.result())
         return combine(datasets, self.keys, self.values, self._attrs(datasets))
-
-    def task_config(self, i: int) -> dict[str, Any]:
-        """The plain config point ``i``'s Dask task builds its study from: the point's config as
-        written, its ``[data] path`` made absolute (as the study normalized it)."""
-        raw = copy.deepcopy(self.points[i].raw)
-        path = self.points[i].config.get("data", {}).get("path")
-        if path is not None:
-            raw["data"]["path"] = path
-        return raw
-
-    def shipping_plan(self) -> tuple[list[bool], str | None]:
-        """Which points' data files go to the workers with their tasks (``[data] ship``; the module
-        docstring), and why they are not (None when they are, or when no point reads any)."""
-        tables = [p.config.get("data", {}) for p in self.points]
-        auto = {(n, f): path for reads, t in zip(self.reads, tables, strict=True)
-                if t.get("ship", "auto") == "auto" and t.get("path") is None for n, f, path in reads}
-        auto_bytes = sum(path.stat().st_size for path in auto.values())
-        plan = []
-        for reads, t in zip(self.reads, tables, strict=True):
-            mode = t.get("ship", "auto")
-            plan.append(bool(reads) and (mode == "always" or (mode == "auto" and t.get("path") is None
-                                                              and auto_bytes <= shipping.SHIP_LIMIT)))
-        modes = {t.get("ship", "auto") for t in tables}
-        paths = sorted({t["path"] for t in tables if t.get("path") is not None})
-        if any(plan) or not any(self.reads):
-            note = None
-        elif "never" in modes:
-            note = "the data sets were not shipped: [data] ship = \"never\""
-        elif paths:
-            note = f"the data sets were not shipped: the config's [data] path is {', '.join(paths)}"
-        else:
-            note = (f"the data sets were not shipped: their {format_bytes(auto_bytes)} are over the "
-                    f"{format_bytes(shipping.SHIP_LIMIT)} a sweep ships by itself")
-        return plan, note
-
-    def task_inputs(self, client: Any, say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-        """What each point's Dask task carries besides its config (:func:`run_point`'s ``inputs``):
-        the files its config names and, as :meth:`shipping_plan` says, the data files it reads, each
-        read and checked here and scattered to the cluster once per content (keyed by sha256).
-
-        Raises
-        ------
-        ConfigError
-            A file the config names changed since the config was loaded (its sha256 is no longer
-            the one in the point's ``inputs``).
-        """
-        plan, note = self.shipping_plan()
-        contents: dict[str, bytes] = {}
-        per_point = []
-        for i, p in enumerate(self.points):
-            files = []
-            for key, name in named_files(p.raw):
-                file = Path(name)
-                if not file.is_file():  # not a file here: the point is refused on the worker as it would be here
-                    continue
-                content = file.read_bytes()
-                sha = hashlib.sha256(content).hexdigest()
-                loaded = p.config.get("inputs", {}).get(str(key[0]), {}).get(str(key[-1]), sha)
-                if sha != loaded:
-                    raise ConfigError(".".join(map(str, key)), f"{name} changed since the config was loaded (sha256 "
-                                      f"{sha}, was {loaded}): load the config again")
-                contents[sha] = content
-                files.append({"key": list(key), "path": name, "name": file.name, "sha256": sha})
-            data = []
-            if plan[i]:
-                for dataset, fname, path in self.reads[i]:
-                    content = shipping.read_verified(dataset, fname, path)
-                    sha = hashlib.sha256(content).hexdigest()
-                    contents[sha] = content
-                    data.append({"dataset": dataset, "file": fname, "sha256": sha})
-            per_point.append({"files": files, "data": data, "note": note})
-        line = _shipping_line(per_point, contents, note)
-        if say is not None and line is not None:
-            say(line)
-        if contents:
-            futures = client.scatter({f"bayesfair-file-{sha}": c for sha, c in contents.items()})
-            for entry in per_point:
-                for item in [*entry["files"], *entry["data"]]:
-                    item["content"] = futures[f"bayesfair-file-{item['sha256']}"]
-        return per_point
 
     def execute(self, out: str | os.PathLike | None = None, *, progress: bool | Callable[[dict], None] = False,
                 resume: bool = False, restart: bool = False, overwrite: bool = False, client: Any = None,
@@ -647,8 +432,8 @@ class Sweep:
         else:
             from distributed import as_completed
 
-            inputs = self.task_inputs(client, say) if todo else []
-            futures = {client.submit(run_point, self.task_config(i), inputs[i], pure=False): i for i in todo}
+            inputs = task_inputs(self.points, self.reads, client, say) if todo else []
+            futures = {client.submit(run_point, task_config(self.points[i]), inputs[i], pure=False): i for i in todo}
             try:
                 finished = as_completed(futures)
                 for n, fut in enumerate(finished, start=1):
@@ -703,26 +488,6 @@ def _local_locks() -> Iterator[None]:
         return
     with dask.config.set(scheduler="synchronous"):
         yield
-
-
-def _shipping_line(per_point: Sequence[Mapping[str, Any]], contents: Mapping[str, bytes],
-                   note: str | None) -> str | None:
-    """What the tasks carry, in one line for the command's report (None: nothing, and no data either)."""
-    files = {i["sha256"]: i["path"] for e in per_point for i in e["files"]}
-    data = {i["sha256"]: f"{i['dataset']}/{i['file']}" for e in per_point for i in e["data"]}
-    size = lambda shas: format_bytes(sum(len(contents[s]) for s in shas))  # noqa: E731
-    parts = []
-    if files:
-        parts.append(f"{len(files)} instance file{'s' * (len(files) > 1)} ({', '.join(sorted(set(files.values())))}; "
-                     f"{size(files)})")
-    if data:
-        parts.append(f"{len(data)} data file{'s' * (len(data) > 1)} ({', '.join(sorted(data.values()))}; {size(data)})")
-    if not parts and note is None:
-        return None
-    line = "shipping to the workers: " + " and ".join(parts) if parts else "no files shipped to the workers"
-    if note is not None:
-        line += f"; {note}, so each worker reads them from the [data] path or its own data folder"
-    return line
 
 
 def _label(keys: Sequence[str], coords: Mapping[str, Any]) -> str:
