@@ -321,3 +321,16 @@ def test_the_worker_side_error_without_a_worker_names_this_process(tmp_path, mon
     assert text.startswith(f"on this process (host {socket.gethostname()}), working directory {tmp_path}, reading "
                            f"the data folder {tmp_path / 'nothing'} (the data sets were not shipped")
     assert "Fix: set [data] path in the config" in text
+
+
+def test_the_worker_side_error_for_a_data_path_names_it_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = {"runs": 2, "horizon": 10, "merit": {"name": "exponential", "c": 1.0}, "environment": dict(YEAST),
+           "policies": {"U": {"name": "uniform"}}, "data": {"path": str(tmp_path / "mnt" / "data")}}
+    with pytest.raises(MissingFileError) as exc:
+        run_point(raw, {"files": [], "data": [], "note": "the data sets were not shipped: the config's [data] path is "
+                                                          f"{tmp_path / 'mnt' / 'data'}"})
+    text = str(exc.value)
+    assert f"reading the data folder {tmp_path / 'mnt' / 'data'} (the data sets were not shipped" in text
+    assert (f"Fix: the config's [data] path {tmp_path / 'mnt' / 'data'} must hold the data at that same path on every "
+            "worker") in text and '[data] ship = "always"' in text

@@ -61,7 +61,7 @@ def named_files(raw: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str
 def run_point(raw: Mapping[str, Any], inputs: Mapping[str, Any] | None = None) -> Any:
     """Build and run one point's study from its plain config (the Dask task); returns the Dataset.
 
-    ``inputs`` is what :meth:`Sweep.execute` ships with the task (the module docstring): the
+    ``inputs`` is what :meth:`bayesfair.workflow.sweep.Sweep.execute` ships with the task (the module docstring): the
     contents of the files the config names (``files``: key path, path as written, sha256,
     content) and of the data files the point reads (``data``: dataset, file, content), and
     ``note``, why data was not shipped. Each content is checked (the instance file's sha256, the
@@ -88,8 +88,10 @@ def run_point(raw: Mapping[str, Any], inputs: Mapping[str, Any] | None = None) -
         table = raw.get("data")
         if isinstance(table, dict) and table.get("path") is not None:  # the shipped copies are read, not it
             restore.append((("data", "path"), table.pop("path")))
-    with data_folder(folder):
+    table = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+    with data_folder(folder or table.get("path")):  # the folder the study reads (for the message)
         looked = cache_dir()
+    with data_folder(folder):
         try:
             study = parse_config(raw)
         except DatasetError as exc:
