@@ -144,7 +144,7 @@ def _failing_sweep(tmp_path):
     return cfg
 
 
-def _fails_at_epsilon_03(raw):
+def _fails_at_epsilon_03(raw, inputs=None):
     from bayesfair.simulation.simulator import SimulationError
 
     if raw["policies"]["EG"]["epsilon"] == 0.3:
@@ -203,3 +203,21 @@ def test_a_point_error_that_cannot_be_rebuilt_gets_the_point_as_a_note():
     assert _point_error(exc, "sweep point 1 of 2 (x = 1)") is exc and exc.__notes__ == ["sweep point 1 of 2 (x = 1)"]
     cfg = _point_error(ConfigError("merit.c", "out of range"), "sweep point 2 of 2 (x = 2)")
     assert cfg.path == "merit.c" and str(cfg) == "merit.c: out of range (in sweep point 2 of 2 (x = 2))"
+
+
+def test_sweep_run_on_dask_ships_the_instance_file_and_keeps_its_path(tmp_path, dask_client, monkeypatch):
+    """Sweep.run on a LocalCluster with a relative means_file (the same machine; tests/test_dask_cluster.py
+    has the worker elsewhere): the task builds from the shipped copy, the results are the local ones."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inst.csv").write_text("0.2,0.7\n0.4,0.6\n")
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('name = "sw"\nruns = 2\nhorizon = 40\nchunk_size = 20\ncheckpoints = [40]\n[merit]\n'
+                   'name = "exponential"\nc = 1.0\n[environment]\nname = "bernoulli_arms"\nmeans_file = "inst.csv"\n'
+                   '[policies.U]\nname = "uniform"\n[sweep]\n"seed" = [1, 2]\n')
+    sw = load_config(cfg)
+    local, remote = sw.run(), sw.run(client=dask_client)
+    for v in local.data_vars:
+        if v != "seconds":
+            np.testing.assert_array_equal(local[v].values, remote[v].values, err_msg=v)
+    assert local.attrs["point_configs"] == remote.attrs["point_configs"]
+    assert json.loads(remote.attrs["point_configs"])[0]["environment"]["means_file"] == "inst.csv"

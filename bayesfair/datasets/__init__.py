@@ -21,6 +21,9 @@ into a temp file in the target folder, checked, then renamed into place with ``o
 failed, interrupted or corrupt download leaves nothing behind. Errors name the dataset, the file,
 the expected (and actual) sha256, the URL and the exact path where a hand-downloaded file belongs.
 Importing this module does no I/O; pandas is imported by the loaders only.
+:func:`data_folder` sets the data folder for a block of code (a study's ``[data] path``; the
+copies a Dask worker was shipped), and :mod:`bayesfair.datasets.shipping` carries registered files
+to another machine by content, checked against the registry where they arrive.
 
 Where the URLs point, and the derived files
 -------------------------------------------
@@ -65,7 +68,7 @@ from bayesfair.datasets.catalog import (  # noqa: F401  (_REGISTRY: tests regist
     DownloadError,
     MissingFileError,
 )
-from bayesfair.datasets.files import cache_dir, fetch, info, list_datasets, path
+from bayesfair.datasets.files import cache_dir, data_folder, fetch, info, list_datasets, path, recording
 from bayesfair.datasets.loaders import (  # noqa: F401
     ADULT_COLUMNS,
     GERMAN_COLUMNS,
@@ -85,6 +88,8 @@ __all__ = [
     "DownloadError",
     "REGISTRY",
     "cache_dir",
+    "data_folder",
+    "recording",
     "info",
     "list_datasets",
     "path",

@@ -16,7 +16,9 @@ import tempfile
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +36,7 @@ from bayesfair.datasets.catalog import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["cache_dir", "info", "list_datasets", "path", "fetch"]
+__all__ = ["cache_dir", "data_folder", "recording", "info", "list_datasets", "path", "fetch"]
 
 _log = logging.getLogger("bayesfair.datasets")
 
@@ -64,11 +66,53 @@ def _user_cache() -> Path:
     return (base / "bayesfair").absolute()
 
 
+#: The data folder :func:`data_folder` set for the code running now (None: the rule of :func:`cache_dir`).
+_FOLDER: ContextVar[Path | None] = ContextVar("bayesfair_data_folder", default=None)
+#: The files :func:`path` handed out inside :func:`recording` (None outside it).
+_READS: ContextVar[list[tuple[str, str, Path]] | None] = ContextVar("bayesfair_data_reads", default=None)
+
+
+@contextmanager
+def data_folder(folder: str | os.PathLike | None) -> Iterator[Path | None]:
+    """Use ``folder`` as the data folder (:func:`cache_dir`) inside the block, in this thread or
+    task only (a context variable: other threads, such as other Dask tasks of the same worker,
+    keep theirs). ``None`` leaves the data folder as it is.
+
+    A study's ``[data] path`` is applied this way while its environment is built, and a Dask worker
+    reads the data files shipped to it from the folder it wrote them to.
+    """
+    if folder is None:
+        yield None
+        return
+    where = Path(folder).expanduser().absolute()
+    token = _FOLDER.set(where)
+    try:
+        yield where
+    finally:
+        _FOLDER.reset(token)
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, str, Path]]]:
+    """Collect ``(dataset, file, local path)`` of every registered file :func:`path` hands out
+    inside the block (each once, in first-use order): the data files a study reads while it is
+    built, which a sweep ships to its Dask workers."""
+    reads: list[tuple[str, str, Path]] = []
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
 def cache_dir() -> Path:
     """The data folder in use, by the one rule every command follows (the library, ``bayesfair
     simulate``, ``bayesfair fit``, the model recipes, the experiments and the notebooks):
 
-    1. ``BAYESFAIR_DATA``, if set (and not empty);
+    0. the folder :func:`data_folder` set for the code running now: a study's ``[data] path``
+       while its environment is built, or the folder a Dask worker wrote the data files shipped to
+       it into;
+    1. else ``BAYESFAIR_DATA``, if set (and not empty);
     2. else ``shared/data`` beside the source checkout that bayesfair is imported from
        (``<checkout>/../shared/data``), if that folder exists: the project's layout, found from the
        package's location, so it does not depend on the working directory;
@@ -81,6 +125,9 @@ def cache_dir() -> Path:
     pathlib.Path
         An absolute path (it need not exist yet). Files live at ``<cache_dir>/<dataset>/<file>``.
     """
+    chosen = _FOLDER.get()
+    if chosen is not None:
+        return chosen
     env = os.environ.get("BAYESFAIR_DATA", "").strip()
     if env:
         return Path(env).expanduser().absolute()
@@ -336,6 +383,7 @@ def path(name: str, file: str | None = None, *, download: bool = False) -> Path:
     dest = cache_dir() / ds.name / f.name
     if dest.is_file():
         _check(ds, f, dest)
+        _record(ds.name, f.name, dest)
         return dest
     if not download:
         raise MissingFileError(
@@ -343,7 +391,14 @@ def path(name: str, file: str | None = None, *, download: bool = False) -> Path:
             f"  expected at: {dest}\n  sha256:      {f.sha256}\n  source:      {f.url}\n"
             f"{_how_to_get(ds, f, dest)}")
     _download(ds, f, dest)
+    _record(ds.name, f.name, dest)
     return dest
+
+
+def _record(name: str, file: str, dest: Path) -> None:
+    reads = _READS.get()
+    if reads is not None and all((n, fl) != (name, file) for n, fl, _ in reads):
+        reads.append((name, file, dest))
 
 
 def fetch(name: str, *, download: bool = True) -> Path:

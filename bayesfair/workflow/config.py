@@ -54,6 +54,11 @@ key                meaning
 ``[log]``          per-round log: ``enabled`` (false), ``format`` (auto/parquet/csv),
                    ``max_rows`` (5e6), ``true_reward`` (the unbiased-reward extra, ``"true"``)
 ``[resume]``       resume-file cadence: ``every_chunks`` (off), ``every_seconds`` (30)
+``[data]``         where the data sets are read: ``path`` (a data folder ``<path>/<dataset>/<file>``
+                   for this study, on the client and every Dask worker; made absolute from the
+                   working directory) and ``ship`` (``"auto"``/``"always"``/``"never"``: whether a
+                   sweep on Dask sends them to its workers, :mod:`bayesfair.workflow.sweep`); not
+                   part of the fingerprint
 =================  ==============================================================================
 
 Every error is a :class:`ConfigError` naming the key path, the value and what is allowed, e.g.
@@ -71,11 +76,20 @@ from pathlib import Path
 from typing import Any
 
 from bayesfair.workflow.registry import ConfigError
-from bayesfair.workflow.study import LOG_KEYS, RESUME_KEYS, TOP_LEVEL, Study, StudyOutput, parse_config, set_path
+from bayesfair.workflow.study import (
+    DATA_KEYS,
+    LOG_KEYS,
+    RESUME_KEYS,
+    TOP_LEVEL,
+    Study,
+    StudyOutput,
+    parse_config,
+    set_path,
+)
 from bayesfair.workflow.sweep import Sweep
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "load_config", "parse_config", "set_path", "parse_override",
-           "TOP_LEVEL", "LOG_KEYS", "RESUME_KEYS"]
+           "TOP_LEVEL", "LOG_KEYS", "RESUME_KEYS", "DATA_KEYS"]
 
 
 _BOM = b"\xef\xbb\xbf"

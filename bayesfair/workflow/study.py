@@ -27,6 +27,7 @@ from bayesfair.core.compat import IncompatibleError, check_policy_fits
 from bayesfair.core.declare import Count, Index, Positive
 from bayesfair.core.groups import validate_exposure_floors
 from bayesfair.core.version import __version__
+from bayesfair.datasets import data_folder
 from bayesfair.policies.base import check_select
 from bayesfair.simulation import results as io
 from bayesfair.simulation.metric_parts import FairXRegrets, default_metrics
@@ -48,7 +49,7 @@ from bayesfair.workflow.persist import ResumeStore, describe_resume, run_with_st
 from bayesfair.workflow.registry import ConfigError, Param
 
 __all__ = ["ConfigError", "Study", "StudyOutput", "parse_config", "set_path", "TOP_LEVEL", "LOG_KEYS",
-           "RESUME_KEYS"]
+           "RESUME_KEYS", "DATA_KEYS"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
@@ -65,7 +66,7 @@ TOP_LEVEL: dict[str, Param] = {
     "metrics": Param("metrics", Any, None),
     "output": Param("output", str | None, None),
 }
-_TABLES = ("merit", "environment", "policies", "sweep", "log", "resume")
+_TABLES = ("merit", "environment", "policies", "sweep", "log", "resume", "data")
 LOG_KEYS: dict[str, Param] = {
     "enabled": Param("enabled", bool, False),
     "format": Param("format", Literal["auto", "parquet", "csv"], "auto"),
@@ -75,6 +76,14 @@ LOG_KEYS: dict[str, Param] = {
 RESUME_KEYS: dict[str, Param] = {
     "every_chunks": Param("every_chunks", Count | None, None),
     "every_seconds": Param("every_seconds", Positive, 30.0),
+}
+#: ``[data]``: where the study's data sets are read (``path``, a data folder; made absolute) and whether a
+#: sweep on Dask ships them to its workers (``ship``; :mod:`bayesfair.workflow.sweep`). Where data comes
+#: from does not change the numbers (every file is checked against the registry), so it is not part
+#: of the fingerprint.
+DATA_KEYS: dict[str, Param] = {
+    "path": Param("path", "str", default=None),
+    "ship": Param("ship", "str", default="auto", choices=("auto", "always", "never")),
 }
 
 
@@ -228,7 +237,8 @@ class Study:
 
     def fingerprint(self, *, log: bool | None = None) -> str:
         """Hash of everything that determines the numbers (not the output folder or cadence)."""
-        cfg = {k: v for k, v in self.config.items() if k not in ("output", "description", "resume", "log", "name")}
+        cfg = {k: v for k, v in self.config.items()
+               if k not in ("output", "description", "resume", "log", "name", "data")}
         enabled = self.config["log"]["enabled"] if log is None else log
         text = canonical_json({"config": cfg, "log": enabled, "bayesfair": __version__})
         return hashlib.sha256(text.encode()).hexdigest()
@@ -516,6 +526,8 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
         raise ConfigError(*too_long)
     cfg["log"] = _check_table(raw.get("log", {}), LOG_KEYS, "log")
     cfg["resume"] = _check_table(raw.get("resume", {}), RESUME_KEYS, "resume")
+    if "data" in raw:  # only then: the configs of studies without it stay what they were
+        cfg["data"] = _data_table(raw["data"])
 
     for table in ("merit", "environment", "policies"):
         if table not in raw:
@@ -529,7 +541,8 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     _, env_spec = registry.check_params("environment", raw["environment"], "environment",
                                         study={"horizon": cfg["horizon"]})
     cfg["environment"] = env_spec
-    env = registry.build("environment", env_spec, "environment")
+    with data_folder(cfg.get("data", {}).get("path")):  # the data sets the environment reads
+        env = registry.build("environment", env_spec, "environment")
     _check_true_reward(cfg["log"]["true_reward"], env)
     inputs = _input_files(env_spec, "environment")
     if inputs:  # only then: the fingerprints of studies without files stay what they were
@@ -568,6 +581,18 @@ def parse_config(raw: Mapping[str, Any], source: str | os.PathLike | None = None
     except IncompatibleError as exc:
         raise ConfigError("merit", str(exc)) from None
     return study
+
+
+def _data_table(raw: Any) -> dict[str, Any]:
+    """The checked ``[data]`` table, its ``path`` made absolute (from the working directory) so
+    that it names the same folder wherever the study runs (a Dask worker has another working directory)."""
+    table = _check_table(raw, DATA_KEYS, "data")
+    if table["path"] is not None:
+        if not table["path"].strip():
+            raise ConfigError("data.path", "must not be empty: give a data folder (laid out as "
+                                           "<folder>/<dataset>/<file>), or leave the key out")
+        table["path"] = str(Path(table["path"]).expanduser().absolute())
+    return table
 
 
 def _input_files(spec: Mapping[str, Any], path: str) -> dict[str, dict[str, str]]:

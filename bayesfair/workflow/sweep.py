@@ -20,10 +20,17 @@ Where the points run
 --------------------
 Locally, one after the other (default; each point is resumable like a study). With a
 ``dask.distributed`` client (``bayesfair[dask]``), one task per point: the task gets the point's
-plain config, builds and runs the study on the worker and returns the Dataset; the client writes
-each point's file as it arrives, so ``--resume`` skips the finished points. :func:`dask_client`
-starts a ``LocalCluster`` or connects to ``--scheduler ADDRESS``. A point's numbers do not depend
-on where it runs: keys come from the seed and the round, not from the worker.
+plain config and what it reads (below), builds and runs the study on the worker and returns the
+Dataset; the client writes each point's file as it arrives, so ``--resume`` skips the finished
+points. :func:`dask_client` starts a ``LocalCluster`` or connects to ``--scheduler ADDRESS``. A
+point's numbers do not depend on where it runs: keys come from the seed and the round, not from
+the worker.
+
+What the tasks carry
+--------------------
+Every file a point's config names and, when small enough or asked for, the data sets it reads,
+by content, checked where they arrive (:mod:`bayesfair.workflow.tasks`); data not shipped is read
+from the config's ``[data] path`` or the worker's own data folder.
 """
 
 from __future__ import annotations
@@ -37,11 +44,12 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bayesfair.core import _signals
+from bayesfair.datasets import recording
 from bayesfair.simulation import results as io
 from bayesfair.simulation.results import json_default
 from bayesfair.simulation.simulator import MemoryEstimate, StudyMemoryError, check_memory
@@ -55,6 +63,7 @@ from bayesfair.workflow.outputs import (
 )
 from bayesfair.workflow.persist import StudyInterrupted, describe_resume
 from bayesfair.workflow.study import ConfigError, Study, StudyOutput, parse_config, set_path
+from bayesfair.workflow.tasks import Read, run_point, task_config, task_inputs
 
 __all__ = ["Sweep", "run_point", "combine", "dask_client", "check_scheduler_address", "close_dask", "coordinate",
            "MAX_POINTS", "CONNECT_TIMEOUT"]
@@ -72,12 +81,6 @@ def coordinate(value: Any) -> Any:
     if isinstance(value, (bool, int, float, str)):
         return value
     return json.dumps(value, separators=(", ", ": "))
-
-
-def run_point(raw: Mapping[str, Any]) -> Any:
-    """Build and run one point's study from its plain config (the Dask task); returns the Dataset."""
-    # importing this module imported the bayesfair package first, which set up the host devices
-    return parse_config(raw).run(progress=False)
 
 
 def combine(datasets: Sequence[Any], keys: Sequence[str], values: Sequence[Sequence[Any]],
@@ -260,6 +263,8 @@ class Sweep:
     name: str
     output: Path
     source: Path | None = None
+    #: Per point, ``(dataset, file, local path)`` of the registered data files it read when it was built.
+    reads: list[list[Read]] = field(default_factory=list)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], source: str | os.PathLike | None = None, *,
@@ -292,7 +297,7 @@ class Sweep:
         # the sweep's own name/output come from the base config
         base = parse_config(_first_point(raw, keys, values), source, check_memory=False)  # the points are checked
         name, output = base.name, base.output
-        points = []
+        points, reads = [], []
         for i, combo in enumerate(itertools.product(*values)):
             point = copy.deepcopy(raw)
             for key, v in zip(keys, combo, strict=True):
@@ -300,11 +305,13 @@ class Sweep:
             point["name"] = f"{name}-{i:03d}"
             point["output"] = str(output / f"{name}.points")
             try:
-                points.append(parse_config(point, source, check_memory=check_memory))
+                with recording() as read:  # the data files it reads: what a Dask worker is shipped
+                    points.append(parse_config(point, source, check_memory=check_memory))
             except ConfigError as exc:
                 at = ", ".join(f"{k} = {coordinate(v)}" for k, v in zip(keys, combo, strict=True))
                 raise ConfigError(exc.path, f"{exc.message} (in the sweep point {at})") from None
-        return cls(raw, keys, values, points, name, output, Path(source) if source is not None else None)
+            reads.append(read)
+        return cls(raw, keys, values, points, name, output, Path(source) if source is not None else None, reads)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -356,8 +363,13 @@ class Sweep:
                 with _naming(f"sweep point {i + 1} of {len(self.points)} ({_label(self.keys, self.coords()[i])})"):
                     datasets.append(p.run(progress=progress))
         else:
-            futures = [client.submit(run_point, p.raw, pure=False) for p in self.points]
-            datasets = client.gather(futures)
+            inputs = task_inputs(self.points, self.reads, client)
+            futures = [client.submit(run_point, task_config(p), inputs[i], pure=False)
+                       for i, p in enumerate(self.points)]
+            datasets = []
+            for i, fut in enumerate(futures):
+                with _naming(f"sweep point {i + 1} of {len(self.points)} ({_label(self.keys, self.coords()[i])})"):
+                    datasets.append(fut.result())
         return combine(datasets, self.keys, self.values, self._attrs(datasets))
 
     def execute(self, out: str | os.PathLike | None = None, *, progress: bool | Callable[[dict], None] = False,
@@ -420,7 +432,8 @@ class Sweep:
         else:
             from distributed import as_completed
 
-            futures = {client.submit(run_point, self.points[i].raw, pure=False): i for i in todo}
+            inputs = task_inputs(self.points, self.reads, client, say) if todo else []
+            futures = {client.submit(run_point, task_config(self.points[i]), inputs[i], pure=False): i for i in todo}
             try:
                 finished = as_completed(futures)
                 for n, fut in enumerate(finished, start=1):
@@ -442,7 +455,8 @@ class Sweep:
                 raise
         datasets = [done[i] for i in range(len(self.points))]
         ds = combine(datasets, self.keys, self.values, self._attrs(datasets))
-        io.write_results(ds, paths["results"])
+        with _local_locks():
+            io.write_results(ds, paths["results"])
         pre.remove_stale(say)
         return StudyOutput(paths["results"], None, ds, not todo)
 
@@ -450,7 +464,8 @@ class Sweep:
                      t0: float, say: Callable[[str], None]) -> None:
         """A point's Dataset from a Dask worker: written as it arrives (``--resume`` then skips it)."""
         point_paths = self.points[i].paths(folder)
-        io.write_results(ds, point_paths["results"])
+        with _local_locks():
+            io.write_results(ds, point_paths["results"])
         # the point ran whole on a worker: saved progress of an earlier local run is obsolete
         # now (left behind, the next run would be refused as an interrupted point)
         point_paths["resume"].unlink(missing_ok=True)
@@ -459,6 +474,20 @@ class Sweep:
         eta = elapsed / n * (n_todo - n)
         say(f"point {i + 1}/{len(self.points)} done ({n}/{n_todo} this run, {elapsed:.0f} s, "
             f"ETA {eta:.0f} s): " + _label(self.keys, self.coords()[i]))
+
+
+@contextlib.contextmanager
+def _local_locks() -> Iterator[None]:
+    """Write results with this process's locks while a Dask client is the default scheduler:
+    xarray otherwise takes a distributed lock named by the in-memory file object, which a remote
+    scheduler never knows ("Semaphore or Lock ... not known")."""
+    try:
+        import dask  # present whenever a client is (the dask extra)
+    except ImportError:
+        yield
+        return
+    with dask.config.set(scheduler="synchronous"):
+        yield
 
 
 def _label(keys: Sequence[str], coords: Mapping[str, Any]) -> str:
