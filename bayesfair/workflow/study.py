@@ -82,8 +82,8 @@ RESUME_KEYS: dict[str, Param] = {
 #: from does not change the numbers (every file is checked against the registry), so it is not part
 #: of the fingerprint.
 DATA_KEYS: dict[str, Param] = {
-    "path": Param("path", "str", default=None),
-    "ship": Param("ship", "str", default="auto", choices=("auto", "always", "never")),
+    "path": Param("path", str | None, None),
+    "ship": Param("ship", Literal["auto", "always", "never"], "auto"),
 }
 
 
