@@ -2,6 +2,7 @@
 with the documented keys, batches, save/restore, the checks at its boundary and its compiled
 programs in the persistent cache."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 import bayesfair as bf
 from bayesfair.core.types import Observation
+from bayesfair.workflow import online as online_mod
 from bayesfair.workflow.online import Decision, Decisions, OnlineAgent
 from bayesfair.workflow.persist import PersistError
 
@@ -344,6 +346,44 @@ def test_state_is_a_copy_and_info_survives_later_updates():
     assert np.asarray(d.info["mu"]).shape == (K,)
 
 
+def test_every_program_compiles_with_the_cache_on_and_small_programs_kept(monkeypatch):
+    # the cache is turned on before the agent compiles anything, and every compilation (even one
+    # quicker than JAX's 0.02 s threshold) happens inside cache_small_programs, so it is written
+    on, inside = [], []
+    real_on, real_block = online_mod.enable_persistent_cache, online_mod.cache_small_programs
+    monkeypatch.setattr(online_mod, "enable_persistent_cache", lambda: (on.append(1), real_on())[1])
+
+    @contextlib.contextmanager
+    def block():
+        with real_block():
+            inside.append(1)
+            try:
+                yield
+            finally:
+                inside.pop()
+
+    monkeypatch.setattr(online_mod, "cache_small_programs", block)
+    compiles = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(bool(on) and bool(inside))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        agent = bf.online(bf.ucb1(w0=0.37), n_arms=5, seed=0)  # a new policy object: its programs compile
+        d = agent.select()
+        agent.update(d.action, 1.0)
+        agent.update_and_select(d.action, 0.0)
+        batch = agent.select_batch(3)
+        agent.update_batch(batch.action, np.ones(3))
+        batch[1]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert len(compiles) >= 6 and all(compiles), compiles
+
+
+@pytest.mark.slow  # two fresh processes (~10 s each on a loaded 2-core machine)
 def test_a_new_process_writes_then_loads_the_agents_programs(tmp_path):
     # hand-stepping through the agent fills the persistent cache folder, and a second process loads
     # every program from it (no XLA compilation)
@@ -351,7 +391,7 @@ def test_a_new_process_writes_then_loads_the_agents_programs(tmp_path):
         import json, jax, bayesfair as bf
         seen = []
         jax.monitoring.register_event_listener(lambda e, **k: seen.append(e.rsplit("/", 1)[-1]))
-        agent = bf.online(bf.thompson(bf.beta_bernoulli()), n_arms=3, seed=0)
+        agent = bf.online(bf.ucb1(), n_arms=3, seed=0)  # quick to compile: the mechanism is the point
         d = agent.select()
         agent.update(d.action, 1.0)
         agent.update_and_select(d.action, 0.0)

@@ -126,8 +126,10 @@ class Decisions:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= int(i) < n:
             raise IndexError(f"Decisions index must be an integer in [-{n}, {n - 1}], got {i!r}")
         i = int(i) % n
-        return Decision(int(self.action[i]), self.pi[i], jax.tree.map(lambda x: x[i], self.info),
-                        int(self.round[i]), jax.tree.map(lambda x: x[i], self.observation))
+        with cache_small_programs():  # the slices of info are small eager programs
+            info = jax.tree.map(lambda x: x[i], self.info)
+        return Decision(int(self.action[i]), self.pi[i], info, int(self.round[i]),
+                        jax.tree.map(lambda x: x[i], self.observation))
 
 
 class _Programs(NamedTuple):
