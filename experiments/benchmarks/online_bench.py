@@ -130,15 +130,18 @@ def _child(cfg):
                     a = agent.select().action
                     agent.update(a, reward(i, a))
         stamps["first"] = time.time()
+    stamps["cpu_first"] = time.process_time()  # CPU seconds of the process (all threads) so far
     for i in range(cfg["warmup"]):
         call(i)
     lat = []
     clock = time.perf_counter
+    cpu0 = time.process_time()
     for i in range(cfg["warmup"], cfg["warmup"] + cfg["calls"]):
         t0 = clock()
         call(i)
         lat.append(clock() - t0)
-    print(json.dumps({"stamps": stamps, "lat": lat}), flush=True)
+    cpu = (time.process_time() - cpu0) / max(cfg["calls"], 1)
+    print(json.dumps({"stamps": stamps, "lat": lat, "cpu_per_call": cpu}), flush=True)
 
 
 def _floor(k, reward):
@@ -177,11 +180,11 @@ def _run_child(cfg, cache):
     lat_ms = [x * 1e3 for x in data["lat"]]
     row = {"interpreter_s": s["start"] - spawn, "import_s": s["import"] - s["start"],
            "build_s": s["agent"] - s["import"], "first_call_s": s["first"] - s["agent"],
-           "first_decision_s": s["first"] - spawn}
+           "first_decision_s": s["first"] - spawn, "first_decision_cpu_s": s["cpu_first"]}
     if lat_ms:
         q = statistics.quantiles(lat_ms, n=100, method="inclusive")
         row.update(median_ms=statistics.median(lat_ms), p90_ms=q[89], p99_ms=q[98], max_ms=max(lat_ms),
-                   mean_ms=statistics.fmean(lat_ms))
+                   mean_ms=statistics.fmean(lat_ms), cpu_ms=data["cpu_per_call"] * 1e3)
     return row
 
 
@@ -238,8 +241,7 @@ def summarize(results, sides, quick):
     for side, mode, sync in _steady_configs(sides):
         rows = [r for r in results["steady"] if (r["side"], r["mode"], r["sync"]) == (side, mode, sync)]
         steady.append({"side": side, "mode": mode, "sync": sync,
-                       "median_ms": _spread([r["median_ms"] for r in rows]),
-                       "p99_ms": _spread([r["p99_ms"] for r in rows])})
+                       **{f: _spread([r[f] for r in rows]) for f in ("median_ms", "p99_ms", "cpu_ms")}})
     fresh = []
     for side in sides:
         for kind in ("cold", "warm", "none"):
@@ -247,7 +249,8 @@ def summarize(results, sides, quick):
             if rows:
                 fresh.append({"side": side, "cache": kind,
                               **{f: _spread([r[f] for r in rows]) for f in
-                                 ("first_decision_s", "interpreter_s", "import_s", "build_s", "first_call_s")}})
+                                 ("first_decision_s", "first_decision_cpu_s", "interpreter_s", "import_s", "build_s",
+                                  "first_call_s")}})
     verdicts = []
     by = {(s["side"], s["mode"], s["sync"]): s for s in steady}
     for side, other in PAIRS.items():
@@ -281,15 +284,20 @@ def print_report(report):
     print(f"\nonline bench: K = {report['settings']['arms']}, {report['settings']['calls']} calls after "
           f"{report['settings']['warmup']} warm-up, {report['settings']['repeats']} processes per row; "
           f"{m['cpu_count']} CPUs, load average {m['loadavg_at_start']} -> {m.get('loadavg_at_end')}")
-    print("\nselect + update, ms per call: median over processes (range) of each process's median and p99")
-    print(f"{'side':14s} {'mode':14s} {'dispatch':8s} {'median ms':>22s} {'p99 ms':>22s}")
+    print("\nselect + update, ms per call: median over processes (range) of each process's median and p99 (wall "
+          "clock), and the process's CPU time per call (all threads)")
+    print(f"{'side':14s} {'mode':14s} {'dispatch':8s} {'median ms':>22s} {'p99 ms':>22s} {'CPU ms':>22s}")
     for row in report["summary"]["steady"]:
         print(f"{row['side']:14s} {row['mode']:14s} {'sync' if row['sync'] else 'async':8s} "
-              f"{_fmt(row['median_ms'], '.3f'):>22s} {_fmt(row['p99_ms'], '.3f'):>22s}")
-    print("\nfresh process, seconds from spawn to the first decision: median (range)")
-    print(f"{'side':14s} {'cache':6s} {'first decision':>20s} {'import':>20s} {'build':>20s} {'first call':>20s}")
+              f"{_fmt(row['median_ms'], '.3f'):>22s} {_fmt(row['p99_ms'], '.3f'):>22s} "
+              f"{_fmt(row['cpu_ms'], '.3f'):>22s}")
+    print("\nfresh process, seconds from spawn to the first decision (wall clock; CPU: the process's CPU seconds "
+          "by then, all threads): median (range)")
+    print(f"{'side':14s} {'cache':6s} {'first decision':>20s} {'CPU':>20s} {'import':>20s} {'build':>20s} "
+          f"{'first call':>20s}")
     for row in report["summary"]["fresh"]:
         print(f"{row['side']:14s} {row['cache']:6s} {_fmt(row['first_decision_s'], '.2f'):>20s} "
+              f"{_fmt(row['first_decision_cpu_s'], '.2f'):>20s} "
               f"{_fmt(row['import_s'], '.2f'):>20s} {_fmt(row['build_s'], '.2f'):>20s} "
               f"{_fmt(row['first_call_s'], '.2f'):>20s}")
     print("\ntargets:")
