@@ -411,3 +411,22 @@ def test_a_new_process_writes_then_loads_the_agents_programs(tmp_path):
     assert any(name.startswith("jit_select") for name in entries), entries
     misses, hits = run()
     assert misses == 0 and hits >= 4
+
+
+def test_online_benchmark_smoke(tmp_path):
+    # the benchmark script end to end with tiny arguments (both sides in fresh processes)
+    pytest.importorskip("mabwiser")
+    bench_dir = os.path.join(os.path.dirname(__file__), os.pardir, "experiments", "benchmarks")
+    sys.path.insert(0, os.path.abspath(bench_dir))
+    try:
+        import online_bench
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "online.json"
+    report = online_bench.main(["--quick", "--sides", "bf-ts", "mab-ts", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report))
+    steady = {r["side"]: r for r in report["summary"]["steady"]}
+    assert set(steady) == {"bf-ts", "mab-ts"} and all(r["median_ms"][0] > 0 for r in steady.values())
+    assert {(r["side"], r["cache"]) for r in report["summary"]["fresh"]} == {
+        ("bf-ts", "cold"), ("bf-ts", "warm"), ("mab-ts", "none")}
+    assert all(v.get("median_met") is None and v.get("fresh_met") is None for v in report["summary"]["verdicts"])

@@ -193,10 +193,13 @@ def _spread(values):
     return (statistics.median(values), min(values), max(values)) if values else None
 
 
-def _steady_configs(sides):
+def _steady_configs(sides, quick=False):
+    """``(side, mode, sync)`` of every steady-state row (with ``quick``, one per side)."""
     out = []
     for side in sides:
-        if side.startswith("bf"):
+        if quick:
+            out.append((side, "select+update", False))
+        elif side.startswith("bf"):
             out += [(side, mode, sync) for mode in MODES for sync in (False, True)]
         elif side == "jax-floor":
             out += [(side, "select+update", sync) for sync in (False, True)]
@@ -213,7 +216,7 @@ def measure(args):
         warm_cache = root / "warm"
         base = {"arms": args.arms, "seed": args.seed, "warmup": args.warmup, "calls": args.calls}
         for rep in range(args.repeats):
-            for side, mode, sync in _steady_configs(args.sides):
+            for side, mode, sync in _steady_configs(args.sides, args.quick):
                 row = _run_child({**base, "side": side, "mode": mode, "sync": sync}, warm_cache)
                 steady.append({"side": side, "mode": mode, "sync": sync, "repeat": rep, **row})
                 print(f"  steady {rep} {side:13s} {mode:13s} {'sync ' if sync else 'async'} "
@@ -238,7 +241,7 @@ def measure(args):
 def summarize(results, sides, quick):
     """Per-configuration medians and ranges over the repetitions, and the verdicts."""
     steady = []
-    for side, mode, sync in _steady_configs(sides):
+    for side, mode, sync in _steady_configs(sides, quick):
         rows = [r for r in results["steady"] if (r["side"], r["mode"], r["sync"]) == (side, mode, sync)]
         steady.append({"side": side, "mode": mode, "sync": sync,
                        **{f: _spread([r[f] for r in rows]) for f in ("median_ms", "p99_ms", "cpu_ms")}})
@@ -259,7 +262,9 @@ def summarize(results, sides, quick):
         theirs = by[(other, "select+update", False)]["median_ms"][0]
         for mode in MODES:
             for sync in (False, True):
-                mine = by[(side, mode, sync)]
+                mine = by.get((side, mode, sync))
+                if mine is None:  # not run (--quick)
+                    continue
                 verdicts.append({
                     "side": side, "mode": mode, "sync": sync, "against": other,
                     "median_ratio": mine["median_ms"][0] / theirs,
@@ -321,8 +326,8 @@ def main(argv=None):
     p.add_argument("--fresh-repeats", type=int, default=3, help="fresh-process measurements per row (default 3)")
     p.add_argument("--sides", nargs="+", choices=sorted(SIDES), default=list(SIDES), help="sides to run (default all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the arm means, rewards and policies (default 0)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 50 calls, 10 warm-up, one process per row; "
-                                                        "no verdict")
+    p.add_argument("--quick", action="store_true", help="smoke run: 50 calls, 10 warm-up, one process per row, "
+                                                        "select + update with asynchronous dispatch only; no verdict")
     out = Path("results/benchmarks/online_bench.json")
     p.add_argument("--out", type=Path, default=out, help=f"JSON output, written atomically (default {out})")
     p.add_argument("--child", help=argparse.SUPPRESS)
