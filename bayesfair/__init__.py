@@ -140,6 +140,7 @@ from bayesfair.simulation.simulator import (  # noqa: E402
     simulate,
 )
 from bayesfair.workflow.config import load_config  # noqa: E402
+from bayesfair.workflow.online import online  # noqa: E402
 from bayesfair.workflow.persist import load_policy, save_policy  # noqa: E402
 
 __all__ = [
@@ -154,6 +155,7 @@ __all__ = [
     "tidy",
     "save_policy",
     "load_policy",
+    "online",
     # errors
     "ConfigError",
     "IncompatibleError",

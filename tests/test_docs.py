@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-DOC_FILES = ["workflow.md"]
+DOC_FILES = ["workflow.md", "online.md"]
 MARKER = re.compile(r"^\s*<!--\s*doctest\b.*-->\s*$")
 
 
