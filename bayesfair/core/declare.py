@@ -59,6 +59,7 @@ __all__ = [
     "check_value",
     "set_callable_describer",
     "python_only",
+    "doc_summary",
     "EXAMPLE_ENV",
     "EXAMPLE_STUDY",
     "EXAMPLE_POSTERIORS",
@@ -342,14 +343,20 @@ class Entry:
         return tuple(out)
 
     def summary(self) -> str:
-        """The first line of the docstring (or ``doc``)."""
+        """The docstring's summary (or ``doc``): :func:`doc_summary`."""
         if self.doc:
             return self.doc
         try:
-            text = inspect.getdoc(self.resolve()) or ""
+            return doc_summary(self.resolve())
         except ConfigError:
             return ""
-        return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def doc_summary(obj: Any) -> str:
+    """The summary of ``obj``'s docstring: its first paragraph (up to the first blank line) on one
+    line, so that a summary written over two lines is not cut after the first."""
+    text = (inspect.getdoc(obj) or "").strip()
+    return " ".join(text.split("\n\n", 1)[0].split())
 
 
 def _infer(p: inspect.Parameter) -> dict[str, Any]:

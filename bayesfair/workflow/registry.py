@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import pkgutil
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +42,7 @@ from bayesfair.core.declare import (  # noqa: F401 (the declaration API, re-expo
     check_value,
     choice,
     declare,
+    doc_summary,
     floats,
     group_label_list,
     integer,
@@ -172,9 +172,8 @@ def table() -> list[dict[str, Any]]:
             rows.append({"kind": kind, "name": e.name, "target": e.path, "available": ok, "reason": reason,
                          "params": params, "doc": e.summary() if ok else ""})
         for name, (fn, reason) in _PYTHON_ONLY[kind].items():
-            doc = (inspect.getdoc(fn) or "").strip().splitlines()
             rows.append({"kind": kind, "name": name, "target": f"{fn.__module__}:{fn.__qualname__}", "available": True,
-                         "reason": "", "params": "", "doc": f"{doc[0] if doc else ''} (Python only: {reason})",
+                         "reason": "", "params": "", "doc": f"{doc_summary(fn)} (Python only: {reason})",
                          "python_only": reason})
         for module, err in unavailable(kind).items():
             rows.append({"kind": kind, "name": f"{module}.*", "target": module, "available": False,
