@@ -348,3 +348,27 @@ def test_every_option_means_the_same_before_and_after_the_positionals(words, tmp
         if len(flag) > 4 and flag.startswith("--"):
             with pytest.raises(SystemExit):
                 cli._parser().parse_args([*words, *pos, flag[:-1], *given[1:]])
+
+
+@pytest.mark.parametrize("given, said", [
+    (["--dask", "--scheduler", "tcp://127.0.0.1:9"], "give one of them"),
+    (["--workers", "3"], "--workers and --processes size the LocalCluster of --dask"),
+    (["--processes"], "--workers and --processes size the LocalCluster of --dask"),
+    (["--connect-timeout", "2"], "--connect-timeout is the wait for a --scheduler"),
+    (["--out", "x", "--set", "output='y'"], "--out and --set output"),
+    (["--log", "--set", "log.enabled=false"], "--log and --set log.enabled"),
+])
+def test_options_that_would_be_ignored_or_contradict_are_errors(given, said, tiny_config, capsys):
+    """An option that would do nothing here (a LocalCluster size without --dask, a connect timeout
+    without a scheduler) or that says the opposite of another is refused, naming both."""
+    assert cli.main(["simulate", str(tiny_config), "--dry-run", *given]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_resume_cadence_options_are_refused_for_a_sweep(tmp_path, capsys):
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text(TINY.replace('name = "tiny"', 'name = "sw"') + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2]\n')
+    assert cli.main(["simulate", str(cfg), "--dry-run"]) == 0
+    capsys.readouterr()
+    assert cli.main(["simulate", str(cfg), "--dry-run", "--save-every-chunks", "2"]) == 2
+    assert "are for single studies, not sweeps" in capsys.readouterr().err

@@ -69,12 +69,12 @@ from bayesfair.simulation import results as io
 from bayesfair.simulation.results import ResultsFileError
 from bayesfair.simulation.simulator import SimulationError, StudyMemoryError
 from bayesfair.workflow import registry, shipped
-from bayesfair.workflow.config import load_config
+from bayesfair.workflow.config import load_config, parse_override
 from bayesfair.workflow.outputs import OutputError, check_writable
 from bayesfair.workflow.persist import PersistError, StudyInterrupted
 from bayesfair.workflow.registry import ConfigError
 from bayesfair.workflow.report import print_tables, sweep_table, write_figures, write_report
-from bayesfair.workflow.sweep import Sweep, check_scheduler_address, close_dask, dask_client
+from bayesfair.workflow.sweep import CONNECT_TIMEOUT, Sweep, check_scheduler_address, close_dask, dask_client
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
            "demo_config", "sweep_table", "write_figures", "write_report"]
@@ -170,11 +170,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="validate the config, print the study and exit")
     s.add_argument("--dask", action="store_true", help="run the sweep points on a new Dask LocalCluster")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run the sweep points on this Dask scheduler")
-    s.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="S",
+    s.add_argument("--connect-timeout", type=_positive_float, metavar="S",
                    help="seconds to wait for the --scheduler to answer (default 10)")
-    s.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster workers (default 2)")
+    s.add_argument("--workers", type=_positive_int, help="workers of the --dask LocalCluster (default 2)")
     s.add_argument("--processes", action="store_true",
-                   help="LocalCluster workers as processes (default: threads in this process)")
+                   help="--dask LocalCluster workers as processes (default: threads in this process)")
     s.add_argument("--save-every-chunks", type=_positive_int, metavar="N",
                    help="save the resume file every N chunks (default: the config's [resume])")
     s.add_argument("--save-every-seconds", type=_positive_float, metavar="S",
@@ -344,11 +344,31 @@ def _hold_in_xla(seconds: float) -> None:
     spin(int(min(seconds, 10.0) * 2e8)).block_until_ready()
 
 
+def _check_simulate_options(args: argparse.Namespace) -> None:
+    """Options that contradict each other, or that would be ignored, are errors (never a silent
+    choice between them); fills in the defaults of the Dask options."""
+    if args.resume and args.restart:
+        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    if args.dask and args.scheduler is not None:
+        raise UsageError("--dask starts a LocalCluster and --scheduler uses a running scheduler: give one of them")
+    if not args.dask and (args.workers is not None or args.processes):
+        raise UsageError("--workers and --processes size the LocalCluster of --dask, which is not given "
+                         "(a --scheduler's cluster has its own workers)")
+    if args.scheduler is None and args.connect_timeout is not None:
+        raise UsageError("--connect-timeout is the wait for a --scheduler, which is not given")
+    keys = [parse_override(text)[0] for text in args.set]
+    if args.out is not None and "output" in keys:
+        raise UsageError("--out and --set output=... both set the output folder: give one of them")
+    if args.log and "log.enabled" in keys:
+        raise UsageError("--log and --set log.enabled=... both set the per-round log: give one of them")
+    args.workers = 2 if args.workers is None else args.workers
+    args.connect_timeout = CONNECT_TIMEOUT if args.connect_timeout is None else args.connect_timeout
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     if args.hold_in_xla:
         _hold_in_xla(args.hold_in_xla)
-    if args.resume and args.restart:
-        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    _check_simulate_options(args)
     if args.scheduler is not None:
         try:
             check_scheduler_address(args.scheduler)
@@ -369,6 +389,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     if isinstance(obj, Sweep):
         if args.log:
             raise UsageError("--log is for single studies, not sweeps")
+        if args.save_every_chunks is not None or args.save_every_seconds is not None:
+            raise UsageError("--save-every-chunks/--save-every-seconds are for single studies, not sweeps (a sweep's "
+                             "points save as the config's [resume] table says)")
         if args.dask and not args.scheduler:  # the LocalCluster's points run at once, on this machine
             obj.check_memory(concurrent=min(args.workers, len(obj.points)))
         if args.dry_run:
