@@ -29,8 +29,10 @@ Commands
     Registered policies, environments, posteriors, merit functions and datasets.
 
 Options mean the same wherever they stand among a command's arguments (before or after its
-positional arguments), and must be spelled in full (no abbreviations, so that an abbreviation
-never becomes another option's when options are added).
+positional arguments; ``fit`` hands the arguments after RECIPE to the recipe), and are spelled in
+full (no abbreviations, so that an abbreviation never becomes another option's when options are
+added). Options that would be ignored or contradict each other are errors (``simulate --workers``
+without ``--dask``, ``--out`` with ``--set output=...``).
 
 Exit codes (every command; the table is in docs/workflow.md)
 -------------------------------------------------------------
