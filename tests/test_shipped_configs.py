@@ -66,6 +66,9 @@ def test_export_writes_a_copy_and_replaces_a_different_file_only_with_force(tmp_
     with pytest.raises(shipped.ExistsError, match="is a folder"):
         shipped.export_config("demo", tmp_path / "dir", force=True)
     assert cli.main(["configs", "export", "nope", str(tmp_path)]) == 2
+    (tmp_path / "afile").write_text("")
+    assert cli.main(["configs", "export", "demo", str(tmp_path / "afile")]) == 2  # DIR is a file: bad input
+    assert "is a file, not a folder" in capsys.readouterr().err
 
 
 def test_an_exported_config_loads_as_the_shipped_one(tmp_path):

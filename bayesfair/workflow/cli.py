@@ -643,7 +643,9 @@ def run_configs(args: argparse.Namespace) -> int:
     before = target.read_bytes() if target.is_file() else None
     try:
         out = shipped.export_config(args.name, args.folder, force=args.force)
-    except shipped.ExistsError as exc:
+    except WriteError:  # the disk: exit 1
+        raise
+    except OSError as exc:  # DIR/NAME.toml differs (no --force), is a folder, or DIR is a file: bad input
         raise UsageError(str(exc)) from None
     if before == shipped.config_path(args.name).read_bytes():
         print(f"{out} is already the shipped config {args.name} (left as it is)")
