@@ -150,7 +150,7 @@ def test_an_empty_output_folder_is_refused(tiny_config, tmp_path, monkeypatch, c
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.toml", "tiny.toml"]
 
 
-@pytest.mark.parametrize("command", ["simulate", "plot", "report", "fit", "list", "demo"])
+@pytest.mark.parametrize("command", ["simulate", "plot", "report", "fit", "list", "demo", "configs"])
 def test_help_everywhere(command, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])
@@ -217,9 +217,9 @@ def test_sigint_saves_state_and_resume_matches(tiny_config, tmp_path):
 
 @pytest.mark.slow
 def test_simulate_demo_config_reproduces_demo(tmp_path, capsys):
-    """`bayesfair simulate experiments/configs/demo.toml` gives `bayesfair demo`'s numbers."""
+    """`bayesfair simulate demo` (the shipped config) gives `bayesfair demo`'s numbers."""
     args = ["--set", "runs=2", "--set", "horizon=300", "--out", str(tmp_path / "sim"), "-q"]
-    assert cli.main(["simulate", str(ROOT / "experiments" / "configs" / "demo.toml"), *args]) == 0
+    assert cli.main(["simulate", "demo", *args]) == 0
     assert cli.main(["demo", "--runs", "2", "--horizon", "300", "--out", str(tmp_path / "demo"),
                      "--no-progress"]) == 0
     a, b = io.read_results(tmp_path / "sim" / "demo.nc"), io.read_results(tmp_path / "demo" / "demo.nc")
@@ -265,4 +265,110 @@ def test_list_shows_every_description_whole(capsys, monkeypatch, columns):
     rows = [r for r in registry.table() if r["available"]]
     assert rows
     for r in rows:
-        assert " ".join(r["doc"].split()) in flat, r["name"]
+        assert " ".join(cli._plain(r["doc"]).split()) in flat, r["name"]
+
+
+def test_list_gives_whole_summaries_and_names_only_installed_things(capsys):
+    """Each declared entry's description is its docstring's whole summary (the first paragraph,
+    however many lines it spans), so it ends a sentence; `bayesfair list` shows Sphinx roles as
+    plain names and points at nothing that an installed package lacks (the docs/ folder)."""
+    from bayesfair.workflow import registry
+
+    rows = [r for r in registry.table() if r["available"] and not r.get("python_only")]
+    cut = [(r["name"], r["doc"][-40:]) for r in rows if not r["doc"].endswith(".")]
+    assert not cut, f"descriptions that do not end a sentence: {cut}"
+    fairx_ts = next(r["doc"] for r in rows if r["name"] == "fairx_ts")
+    assert "posterior update (line 7)" in fairx_ts  # the summary's second line
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "docs/" not in out and ".md" not in out
+    assert ":class:`" not in out and ":func:`" not in out and "``" not in out
+    assert cli._plain("see :func:`~bayesfair.fairx_ts` and :class:`Posterior <bayesfair.Posterior>`") == \
+        "see bayesfair.fairx_ts and Posterior"
+
+
+# ---------------------------------------------------------------------------------------------
+# option placement: an option means the same before and after a command's positional arguments
+
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def _commands(parser, prefix=()):
+    """(words, parser) of every command and sub-command, the leaves only."""
+    subs = list(_subparsers(parser))
+    if not subs:
+        yield prefix, parser
+    for name, sub in subs:
+        yield from _commands(sub, (*prefix, name))
+
+
+def _sample(action, tmp_path):
+    """A valid value for an option or positional argument."""
+    if action.choices:
+        return str(next(iter(action.choices)))
+    if action.dest in ("config",):
+        return "demo"
+    if action.dest in ("name",):
+        return "demo"
+    return str(tmp_path / action.dest) if action.type is None or "folder" in getattr(action.type, "__name__", "") \
+        else "3"
+
+
+# `fit` hands the arguments after RECIPE to the recipe (argparse.REMAINDER): its own tests cover it
+_PASS_THROUGH = {("fit",)}
+
+
+@pytest.mark.parametrize("words", [w for w, _ in _commands(cli._parser()) if w not in _PASS_THROUGH],
+                         ids=lambda w: " ".join(w))
+def test_every_option_means_the_same_before_and_after_the_positionals(words, tmp_path):
+    """For every option of every command, `CMD POSITIONALS --opt [V]` and `CMD --opt [V]
+    POSITIONALS` parse to the same namespace (an option after a positional is never silently
+    handed to something else), and abbreviated options are refused (an abbreviation would change
+    meaning when an option is added)."""
+    import argparse
+
+    parser = dict(_commands(cli._parser()))[words]
+    positionals = [a for a in parser._actions if not a.option_strings and a.nargs != 0]
+    assert not [a.dest for a in positionals if a.nargs in (argparse.REMAINDER, argparse.PARSER)]
+    pos = [_sample(a, tmp_path) for a in positionals if a.nargs not in ("?", "*")]
+    options = [a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS
+               and not isinstance(a, argparse._HelpAction)]
+    for opt in options:
+        flag = max(opt.option_strings, key=len)
+        given = [flag] if opt.nargs == 0 else [flag, _sample(opt, tmp_path)]
+        before = cli._parser().parse_args([*words, *given, *pos])
+        after = cli._parser().parse_args([*words, *pos, *given])
+        assert vars(before) == vars(after), (words, flag)
+        if len(flag) > 4 and flag.startswith("--"):
+            with pytest.raises(SystemExit):
+                cli._parser().parse_args([*words, *pos, flag[:-1], *given[1:]])
+
+
+@pytest.mark.parametrize("given, said", [
+    (["--dask", "--scheduler", "tcp://127.0.0.1:9"], "give one of them"),
+    (["--workers", "3"], "--workers and --processes size the LocalCluster of --dask"),
+    (["--processes"], "--workers and --processes size the LocalCluster of --dask"),
+    (["--connect-timeout", "2"], "--connect-timeout is the wait for a --scheduler"),
+    (["--out", "x", "--set", "output='y'"], "--out and --set output"),
+    (["--log", "--set", "log.enabled=false"], "--log and --set log.enabled"),
+])
+def test_options_that_would_be_ignored_or_contradict_are_errors(given, said, tiny_config, capsys):
+    """An option that would do nothing here (a LocalCluster size without --dask, a connect timeout
+    without a scheduler) or that says the opposite of another is refused, naming both."""
+    assert cli.main(["simulate", str(tiny_config), "--dry-run", *given]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_resume_cadence_options_are_refused_for_a_sweep(tmp_path, capsys):
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text(TINY.replace('name = "tiny"', 'name = "sw"') + '\n[sweep]\n"policies.EG.epsilon" = [0.1, 0.2]\n')
+    assert cli.main(["simulate", str(cfg), "--dry-run"]) == 0
+    capsys.readouterr()
+    assert cli.main(["simulate", str(cfg), "--dry-run", "--save-every-chunks", "2"]) == 2
+    assert "are for single studies, not sweeps" in capsys.readouterr().err

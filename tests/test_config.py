@@ -9,11 +9,11 @@ import pytest
 
 import bayesfair as bf
 from bayesfair.core.declare import Cap, _members, _num, _parts
-from bayesfair.workflow import registry
+from bayesfair.workflow import registry, shipped
 from bayesfair.workflow.config import ConfigError, Study, load_config, parse_config, parse_override, set_path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "experiments" / "configs"
+CONFIGS = shipped.config_dir()
 
 BASE = {
     "name": "t",
@@ -187,7 +187,7 @@ def test_toml_file_errors_and_overrides(tmp_path):
 
 
 def test_demo_config_is_the_demo_study():
-    """experiments/configs/demo.toml builds exactly the objects `bayesfair demo` simulates.
+    """The shipped config demo builds exactly the objects `bayesfair demo` simulates.
 
     simulate() is deterministic given (seed, env, policies, horizon, runs, merit, checkpoints,
     chunk_size), so equal configurations give equal numbers (checked end to end in the slow test

@@ -162,7 +162,8 @@ def test_readme_and_docs_links_resolve():
             checked += 1
             if not resolved.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
-    assert checked >= 50 and not broken, f"{checked} links checked; broken: {broken}"
+    # the README has none (it is the PyPI page: tests/test_wheel.py), the docs pages some 40
+    assert checked >= 30 and not broken, f"{checked} links checked; broken: {broken}"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for target in sorted(set(re.findall(r"`make ([\w-]+)", readme)) | set(re.findall(r"^make ([\w-]+)", readme, re.M))):

@@ -1,5 +1,6 @@
-"""Experiment scripts run end to end with tiny arguments, and the study configs they run
-(experiments/configs/*.toml) load, are documented and run end to end when made tiny."""
+"""Experiment scripts run end to end with tiny arguments, and the study configs they run (the
+shipped configs, bayesfair/data/configs/*.toml) load, are documented and run end to end when made
+tiny."""
 
 import importlib.util
 import json
@@ -12,11 +13,12 @@ import numpy as np
 import pytest
 
 import bayesfair as bf
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import load_config
 from bayesfair.workflow.sweep import Sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / "experiments" / "configs"
+CONFIGS = shipped.config_dir()
 PATHS = sorted(CONFIGS.glob("*.toml"))
 DATA = Path(os.environ.get("BAYESFAIR_DATA", ROOT.parent / "shared" / "data"))
 # environments that read a dataset, and the dataset's folder
@@ -183,27 +185,37 @@ def test_config_loads_validates_and_is_documented(path, data_for):
         assert (study.horizon, study.runs) == (40, 2)
         assert study.policies and study.env.spec.n_arms >= 2
     assert len(_studies(full)) == len(_studies(tiny))
-    docs = [*(ROOT / "experiments").glob("*/README.md"), ROOT / "docs" / "workflow.md"]
-    assert any(f"configs/{path.name}" in d.read_text() for d in docs), \
-        f"{path.name} is not named in any experiment README or docs/workflow.md"
+    readmes = [p.read_text() for p in (ROOT / "experiments").glob("*/README.md")]
+    assert any(f"bayesfair/data/configs/{path.name}" in t for t in readmes) \
+        or f"| `{path.stem}`" in (ROOT / "docs" / "workflow.md").read_text(), \
+        f"{path.stem} is not named in any experiment README or in the table of docs/workflow.md"
 
 
 @pytest.mark.parametrize("readme", sorted((ROOT / "experiments").glob("*/README.md")), ids=lambda p: p.parent.name)
 def test_every_experiment_readme_names_its_configs(readme):
     if readme.parent.name == "benchmarks":
         return
-    named = re.findall(r"configs/([\w.-]+\.toml)", readme.read_text())
+    text = readme.read_text()
+    named = re.findall(r"configs/([\w.-]+\.toml)", text)
     assert named, f"{readme} does not mention its config"
     for name in named:
-        assert (CONFIGS / name).is_file(), f"{readme} names configs/{name}, which does not exist"
+        assert (CONFIGS / name).is_file(), f"{readme} names configs/{name}, which is not a shipped config"
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):  # every relative link resolves
+        if "://" not in target:
+            assert (readme.parent / target).exists(), f"{readme} links to {target}, which does not exist"
 
 
-def test_the_demo_config_is_the_packaged_one():
-    """`bayesfair demo` runs the config shipped in the package; experiments/configs/demo.toml is it."""
+def test_the_configs_have_one_copy_in_the_package():
+    """The study configs live once, in the package (bayesfair/data/configs): `bayesfair demo` runs
+    the shipped demo, and no second copy (a file or a link) is kept elsewhere in the tree."""
     from bayesfair.workflow.cli import demo_config
 
-    assert demo_config().is_file() and demo_config().parent.name == "data"
-    assert (CONFIGS / "demo.toml").read_bytes() == demo_config().read_bytes()
+    assert demo_config() == shipped.config_path("demo") and demo_config().is_file()
+    assert CONFIGS == ROOT / "bayesfair" / "data" / "configs"
+    shipped_bytes = {c.read_bytes() for c in PATHS}
+    stray = [p for d in ("bayesfair", "experiments", "docs", "models", "tests") for p in (ROOT / d).rglob("*.toml")
+             if p.parent != CONFIGS and (p.name in {c.name for c in PATHS} or p.read_bytes() in shipped_bytes)]
+    assert not stray, f"copies of shipped configs outside the package: {stray}"
 
 
 def test_yeast_validation_part_shares_the_test_parts_random_fourier_map(monkeypatch):
@@ -254,6 +266,27 @@ def _run_tiny(path: Path, tmp_path: Path):
 @pytest.mark.parametrize("name", ["long_horizon.toml", "group_meritocratic_fig1.toml"])
 def test_tiny_run(name, tmp_path):
     _run_tiny(CONFIGS / name, tmp_path)
+
+
+def _file_keys(node, path=""):
+    """``(key path, value)`` of every ``*_file`` key of a config, at any depth."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            p = f"{path}.{k}" if path else k
+            if k.endswith("_file"):
+                yield p, v
+            yield from _file_keys(v, p)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _file_keys(v, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_shipped_configs_name_no_input_files(path):
+    """An input file a config names (means_file, theta_file, beta_file, psi_file) is read relative to
+    the working folder, so a shipped or exported config that named one would fail wherever it is
+    run: shipped configs draw their instances from the seed or read registered data sets."""
+    assert not list(_file_keys(_raw(path))), f"{path.name} names input files: {list(_file_keys(_raw(path)))}"
 
 
 @pytest.mark.slow

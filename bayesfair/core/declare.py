@@ -44,7 +44,7 @@ import numpy as np
 __all__ = [
     "ConfigError", "Param", "Entry", "KINDS", "REAL_MIN", "REAL_MAX", "Cap", "Inherit",
     "Positive", "Count", "Index", "NonNegative", "Unit", "OpenUnit", "Horizon", "Floors", "Pair", "Labels", "Range",
-    "declare", "check", "python_only", "set_callable_describer", "entries", "python_only_entries",
+    "declare", "check", "python_only", "doc_summary", "set_callable_describer", "entries", "python_only_entries",
 ]
 
 KINDS = ("policy", "environment", "posterior", "merit", "metric")
@@ -424,9 +424,15 @@ class Entry:
         return typing.get_type_hints(inspect.unwrap(self.target)).get("return")
 
     def summary(self) -> str:
-        """The first line of the docstring."""
-        text = (inspect.getdoc(self.target) or "").strip()
-        return text.splitlines()[0] if text else ""
+        """The docstring's summary: :func:`doc_summary`."""
+        return doc_summary(self.target)
+
+
+def doc_summary(obj: Any) -> str:
+    """The summary of ``obj``'s docstring: its first paragraph (up to the first blank line) on one
+    line, so that a summary written over two lines is not cut after the first."""
+    text = (inspect.getdoc(obj) or "").strip()
+    return " ".join(text.split("\n\n", 1)[0].split())
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}

@@ -138,7 +138,7 @@ def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, cent
 
 
 @python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
-                          "object (docs/mcmc.md)")
+                          "object (bayesfair.posteriors.NUTSSettings)")
 def hierarchical_logit_normal(
     group_of_arm: Any,
     *,

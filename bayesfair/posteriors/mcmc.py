@@ -408,7 +408,7 @@ def mcmc_posterior(
 
 
 @python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
-                          "object (docs/mcmc.md)")
+                          "object (bayesfair.posteriors.NUTSSettings)")
 def mcmc_beta_bernoulli(a0: float = 1.0, b0: float = 1.0, *, capacity: int | None = None,
                         **settings: Any) -> Posterior:
     """The Beta-Bernoulli model run through the MCMC fallback (for validating the fallback).
@@ -481,7 +481,7 @@ def logistic_merit(merit: Merit) -> Merit:
 
 
 @python_only("posterior", "an MCMC-fallback family: its NUTS refresh settings are a Python NUTSSettings "
-                          "object (docs/mcmc.md)")
+                          "object (bayesfair.posteriors.NUTSSettings)")
 def logistic_linear_mcmc(prior_mean: float = 0.0, prior_var: float = 1.0, *, capacity: int = 2048,
                          **settings: Any) -> LinearPosterior:
     """Bayesian logistic regression for binary rewards, refreshed by NUTS (the MCMC fallback).

@@ -3,14 +3,20 @@
 Commands
 --------
 ``bayesfair demo``
-    The shipped demo config (``bayesfair/data/demo.toml`` = ``experiments/configs/demo.toml``; the
-    main job of ``make demo``): FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli
-    problem with f(mu) = exp(4 mu); ``--runs``/``--horizon``/``--seed``/``--c`` override it.
+    The shipped config ``demo`` (the main job of ``make demo``): FairX-TS, FairX-UCB, FairX-EG, TS
+    and UCB on a 10-arm Bernoulli problem with f(mu) = exp(4 mu); ``--runs``/``--horizon``/
+    ``--seed``/``--c`` override it.
 ``bayesfair simulate CONFIG [--out DIR] [--resume] [--quiet] [--log] [--set KEY=VALUE ...]``
     Run the study (or sweep) of a TOML config (:mod:`bayesfair.workflow.config`) with a progress bar and
     write the results atomically; ``--resume`` continues an interrupted run from its last saved
     chunk boundary with exactly the numbers of an uninterrupted run. Sweeps run locally, or on
-    Dask with ``--dask`` (a LocalCluster) or ``--scheduler ADDRESS``.
+    Dask with ``--dask`` (a LocalCluster) or ``--scheduler ADDRESS``. CONFIG is a file path or the
+    name of a shipped config (the rule, and the error when a bare name is also a file here:
+    :func:`bayesfair.workflow.shipped.resolve_config`).
+``bayesfair configs list | export NAME DIR [--force] | path NAME``
+    The study configs shipped with the package (the demo and the paper studies): their names and
+    descriptions; a copy of one into DIR to edit (an existing different file is replaced only with
+    ``--force``; written atomically); the installed file's path.
 ``bayesfair plot RESULTS [--unverified]``
     Regret (mean over runs with a 10-90% band) and exposure figures, or the sweep figure.
 ``bayesfair report RESULTS [--unverified]``
@@ -21,6 +27,12 @@ Commands
     Run a model recipe of ``models/`` (by name or path); ``bayesfair fit --list`` lists them.
 ``bayesfair list``
     Registered policies, environments, posteriors, merit functions and datasets.
+
+Options mean the same wherever they stand among a command's arguments (before or after its
+positional arguments; ``fit`` hands the arguments after RECIPE to the recipe), and are spelled in
+full (no abbreviations, so that an abbreviation never becomes another option's when options are
+added). Options that would be ignored or contradict each other are errors (``simulate --workers``
+without ``--dask``, ``--out`` with ``--set output=...``).
 
 Exit codes (every command; the table is in docs/workflow.md)
 -------------------------------------------------------------
@@ -40,7 +52,10 @@ import argparse
 import importlib.util
 import json
 import os
+import re
+import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -55,13 +70,13 @@ from bayesfair.datasets import DatasetError, cache_dir, list_datasets
 from bayesfair.simulation import results as io
 from bayesfair.simulation.results import ResultsFileError
 from bayesfair.simulation.simulator import SimulationError, StudyMemoryError
-from bayesfair.workflow import registry
-from bayesfair.workflow.config import load_config
+from bayesfair.workflow import registry, shipped
+from bayesfair.workflow.config import load_config, parse_override
 from bayesfair.workflow.outputs import OutputError, check_writable
 from bayesfair.workflow.persist import PersistError, StudyInterrupted
 from bayesfair.workflow.registry import ConfigError
 from bayesfair.workflow.report import print_tables, sweep_table, write_figures, write_report
-from bayesfair.workflow.sweep import Sweep, check_scheduler_address, close_dask, dask_client
+from bayesfair.workflow.sweep import CONNECT_TIMEOUT, Sweep, check_scheduler_address, close_dask, dask_client
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
            "demo_config", "sweep_table", "write_figures", "write_report"]
@@ -112,13 +127,13 @@ _positive_float = _number(float, 0.0, "a positive number", strict=True)
 def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog="bayesfair", description="Fair bandits, done the Bayesian way.",
-                                epilog=_EPILOG, formatter_class=fmt)
+                                epilog=_EPILOG, formatter_class=fmt, allow_abbrev=False)
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("demo", help="run the shipped demo config (a FairX study), print a table, write figures",
                        description="FairX-TS, FairX-UCB, FairX-EG, TS and UCB on a 10-arm Bernoulli "
-                                   "problem with f(mu) = exp(4 mu).", epilog=_EPILOG)
+                                   "problem with f(mu) = exp(4 mu).", epilog=_EPILOG, allow_abbrev=False)
     d.add_argument("--runs", type=_positive_int, default=20, help="independent runs (default 20)")
     d.add_argument("--horizon", type=_positive_int, default=20_000, help="rounds per run (default 20000)")
     d.add_argument("--seed", type=_nonneg_int, default=0, help="integer seed (default 0)")
@@ -130,12 +145,16 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "simulate", help="run the study (or sweep) of a TOML config", epilog=_EPILOG, formatter_class=fmt,
-        description="Run a study config (see docs/workflow.md) with a progress bar and write "
+        allow_abbrev=False,
+        description="Run a study config (a file, or the name of a shipped config: bayesfair configs list) "
+                    "with a progress bar and write "
                     "<out>/<name>.nc atomically. The state is saved at chunk boundaries to "
                     "<out>/<name>.resume.npz, so an interrupted run continues with --resume and gives "
                     "exactly the numbers of an uninterrupted one. A config with a [sweep] table runs "
-                    "every grid point and combines them into <out>/<name>.nc.")
-    s.add_argument("config", type=Path, help="the study config (TOML)")
+                    "every grid point and combines them into <out>/<name>.nc. CONFIG ending in .toml or "
+                    "holding a '/' is a file; a bare name (demo) is the shipped config, and an error when "
+                    "./NAME or ./NAME.toml with other content is here too.")
+    s.add_argument("config", help="the study config: a TOML file, or a shipped config's name")
     s.add_argument("--out", type=_folder, help="output folder (default: the config's `output`)")
     s.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its resume file (or skip finished sweep points)")
@@ -153,11 +172,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="validate the config, print the study and exit")
     s.add_argument("--dask", action="store_true", help="run the sweep points on a new Dask LocalCluster")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run the sweep points on this Dask scheduler")
-    s.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="S",
+    s.add_argument("--connect-timeout", type=_positive_float, metavar="S",
                    help="seconds to wait for the --scheduler to answer (default 10)")
-    s.add_argument("--workers", type=_positive_int, default=2, help="LocalCluster workers (default 2)")
+    s.add_argument("--workers", type=_positive_int, help="workers of the --dask LocalCluster (default 2)")
     s.add_argument("--processes", action="store_true",
-                   help="LocalCluster workers as processes (default: threads in this process)")
+                   help="--dask LocalCluster workers as processes (default: threads in this process)")
     s.add_argument("--save-every-chunks", type=_positive_int, metavar="N",
                    help="save the resume file every N chunks (default: the config's [resume])")
     s.add_argument("--save-every-seconds", type=_positive_float, metavar="S",
@@ -166,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--hold-in-xla", type=_positive_float, help=argparse.SUPPRESS)  # test hook: see _hold_in_xla
 
     pl = sub.add_parser("plot", help="regret and exposure figures of a results file", epilog=_EPILOG,
+                        allow_abbrev=False,
                         description="Write regret.png (cumulative fairness and reward regret, and the bi-level "
                                     "regret when recorded: mean over runs with a 10-90%% band), exposure.png "
                                     "(exposure share per arm vs pi*) and, with groups or floors, groups.png "
@@ -177,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
     r = sub.add_parser("report", help="markdown + HTML summary of a results file", epilog=_EPILOG,
+                       allow_abbrev=False,
                        description="Write <name>.report.md and <name>.report.html: configuration, the "
                                    "final regret table (mean ± standard error over runs), the group table "
                                    "(with groups or floors), exposure shares and the figures (embedded in the "
@@ -195,11 +216,31 @@ def _parser() -> argparse.ArgumentParser:
                    help="recipe folder (default: $BAYESFAIR_MODELS, ./models, or the checkout's models/)")
 
     li = sub.add_parser("list", help="registered policies, environments, posteriors, merits, metrics and datasets",
-                        epilog=_EPILOG)
+                        epilog=_EPILOG, allow_abbrev=False)
     li.add_argument("what", nargs="?",
                     choices=("policies", "environments", "posteriors", "merits", "metrics", "datasets"),
                     help="only this kind")
     li.add_argument("--json", action="store_true", help="machine-readable output")
+
+    c = sub.add_parser("configs", help="the study configs shipped with the package: list, export, path",
+                       epilog=_EPILOG, allow_abbrev=False,
+                       description="The demo and the paper studies' configs, installed with the package. "
+                                   "Run one with `bayesfair simulate NAME`; copy one to edit with "
+                                   "`bayesfair configs export NAME DIR`.")
+    csub = c.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
+    cl = csub.add_parser("list", help="names and descriptions", epilog=_EPILOG, allow_abbrev=False)
+    cl.add_argument("--json", action="store_true", help="machine-readable output")
+    ce = csub.add_parser("export", help="copy a shipped config into a folder (atomic; no overwrite without --force)",
+                         epilog=_EPILOG, allow_abbrev=False,
+                         description="Write DIR/NAME.toml, a copy of the shipped config NAME (DIR is created). "
+                                     "An existing DIR/NAME.toml with the same content is left as it is; one "
+                                     "with other content is replaced only with --force.")
+    ce.add_argument("name", help="a shipped config (bayesfair configs list)")
+    ce.add_argument("folder", type=_folder, metavar="DIR", help="the folder to write NAME.toml into")
+    ce.add_argument("--force", action="store_true", help="replace a DIR/NAME.toml with other content")
+    cp = csub.add_parser("path", help="print the installed file of a shipped config", epilog=_EPILOG,
+                         allow_abbrev=False)
+    cp.add_argument("name", help="a shipped config (bayesfair configs list)")
     return p
 
 
@@ -208,9 +249,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def demo_config() -> Path:
-    """The demo study's config, shipped with the package (``bayesfair/data/demo.toml``; the same
-    file as ``experiments/configs/demo.toml``)."""
-    return Path(__file__).resolve().parents[1] / "data" / "demo.toml"
+    """The demo study's config: the shipped config ``demo``."""
+    return shipped.config_path("demo")
 
 
 def __getattr__(name: str) -> Any:
@@ -306,11 +346,31 @@ def _hold_in_xla(seconds: float) -> None:
     spin(int(min(seconds, 10.0) * 2e8)).block_until_ready()
 
 
+def _check_simulate_options(args: argparse.Namespace) -> None:
+    """Options that contradict each other, or that would be ignored, are errors (never a silent
+    choice between them); fills in the defaults of the Dask options."""
+    if args.resume and args.restart:
+        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    if args.dask and args.scheduler is not None:
+        raise UsageError("--dask starts a LocalCluster and --scheduler uses a running scheduler: give one of them")
+    if not args.dask and (args.workers is not None or args.processes):
+        raise UsageError("--workers and --processes size the LocalCluster of --dask, which is not given "
+                         "(a --scheduler's cluster has its own workers)")
+    if args.scheduler is None and args.connect_timeout is not None:
+        raise UsageError("--connect-timeout is the wait for a --scheduler, which is not given")
+    keys = [parse_override(text)[0] for text in args.set]
+    if args.out is not None and "output" in keys:
+        raise UsageError("--out and --set output=... both set the output folder: give one of them")
+    if args.log and "log.enabled" in keys:
+        raise UsageError("--log and --set log.enabled=... both set the per-round log: give one of them")
+    args.workers = 2 if args.workers is None else args.workers
+    args.connect_timeout = CONNECT_TIMEOUT if args.connect_timeout is None else args.connect_timeout
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     if args.hold_in_xla:
         _hold_in_xla(args.hold_in_xla)
-    if args.resume and args.restart:
-        raise UsageError("--resume and --restart contradict each other: continue the saved progress or discard it")
+    _check_simulate_options(args)
     if args.scheduler is not None:
         try:
             check_scheduler_address(args.scheduler)
@@ -321,13 +381,19 @@ def run_simulate(args: argparse.Namespace) -> int:
         overrides.append(f"output={json.dumps(str(args.out))}")
     if args.log:
         overrides.append("log.enabled=true")
-    # a sweep on a remote scheduler runs on its workers: their memory is checked there, not this machine's
-    obj = load_config(args.config, overrides, check_memory=args.scheduler is None)
+    config, is_shipped = shipped.resolve_config(args.config)
     quiet = args.quiet
     say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
+    if is_shipped:  # said, so that a bare name is never taken for a file without a word
+        say(f"the shipped config {args.config} ({config})")
+    # a sweep on a remote scheduler runs on its workers: their memory is checked there, not this machine's
+    obj = load_config(config, overrides, check_memory=args.scheduler is None)
     if isinstance(obj, Sweep):
         if args.log:
             raise UsageError("--log is for single studies, not sweeps")
+        if args.save_every_chunks is not None or args.save_every_seconds is not None:
+            raise UsageError("--save-every-chunks/--save-every-seconds are for single studies, not sweeps (a sweep's "
+                             "points save as the config's [resume] table says)")
         if args.dask and not args.scheduler:  # the LocalCluster's points run at once, on this machine
             obj.check_memory(concurrent=min(args.workers, len(obj.points)))
         if args.dry_run:
@@ -501,6 +567,28 @@ def _first_doc_line(path: Path) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+def _print_wrapped(name: str, text: str, col: int, extra: str = "") -> None:
+    """``name`` then ``text`` from column ``col``, wrapped at whole words to the terminal's width
+    (nothing cut); ``extra`` on the lines after, indented."""
+    width = max(60, min(shutil.get_terminal_size((110, 24)).columns, 140))
+    lines = textwrap.wrap(text, width - col, break_on_hyphens=False, break_long_words=False) or [""]
+    if extra:
+        lines += textwrap.wrap(extra, width - col, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False, break_long_words=False)
+    print(f"  {name:<{col - 2}}{lines[0]}")
+    for line in lines[1:]:
+        print(f"{'':<{col}}{line}")
+
+
+_ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
+
+
+def _plain(doc: str) -> str:
+    """A docstring summary as terminal text: Sphinx roles (``:func:`bayesfair.fairx_ts```) as their
+    target's name, double backquotes as single ones."""
+    return _ROLE.sub(r"\1", doc).replace("``", "`")
+
+
 def run_list(args: argparse.Namespace) -> int:
     rows = registry.table()
     kinds = {"policies": "policy", "environments": "environment", "posteriors": "posterior", "merits": "merit",
@@ -517,10 +605,6 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"registry": rows, "datasets": datasets}, indent=1))
         return EXIT_OK
-    import shutil
-    import textwrap
-
-    width = max(60, min(shutil.get_terminal_size((110, 24)).columns, 140))
     for plural, kind in kinds.items():
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
@@ -528,21 +612,45 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"{plural}:")
         col = max(len(r["name"]) for r in sel) + 4
         for r in sel:
-            text = r["doc"] if r["available"] else f"not available: {r['reason']}"
-            lines = textwrap.wrap(text, width - col, break_on_hyphens=False,
-                                  break_long_words=False) or [""]  # whole words, nothing cut
-            if r["available"] and r["params"]:
-                lines += textwrap.wrap(f"params: {r['params']}", width - col, initial_indent="  ",
-                                       subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
-            print(f"  {r['name']:<{col - 2}}{lines[0]}")
-            for line in lines[1:]:
-                print(f"{'':<{col}}{line}")
+            text = _plain(r["doc"]) if r["available"] else f"not available: {r['reason']}"
+            _print_wrapped(r["name"], text, col, f"params: {r['params']}" if r["available"] and r["params"] else "")
         print()
     if datasets:
         print(f"datasets (bayesfair.datasets; data folder {cache_dir()}: BAYESFAIR_DATA, else ../shared/data "
-              f"beside the checkout, else the user cache; see docs/datasets.md):")
+              f"beside a source checkout, else the user cache; `python -m pydoc bayesfair.datasets` tells more):")
         for d in datasets:
             print(f"  {d['name']:<22} {d['title']} ({d['size_bytes'] / 1e6:.1f} MB; {d['loader']})")
+    return EXIT_OK
+
+
+def run_configs(args: argparse.Namespace) -> int:
+    if args.configs_command == "list":
+        rows = [{"name": n, "description": shipped.description(n), "path": str(shipped.config_path(n))}
+                for n in shipped.names()]
+        if args.json:
+            print(json.dumps(rows, indent=1))
+            return EXIT_OK
+        print("shipped study configs (run one: bayesfair simulate NAME; copy one to edit: "
+              "bayesfair configs export NAME DIR):")
+        col = max(len(r["name"]) for r in rows) + 4
+        for r in rows:
+            _print_wrapped(r["name"], r["description"], col)
+        return EXIT_OK
+    if args.configs_command == "path":
+        print(shipped.config_path(args.name))
+        return EXIT_OK
+    target = Path(args.folder) / f"{args.name}.toml"
+    before = target.read_bytes() if target.is_file() else None
+    try:
+        out = shipped.export_config(args.name, args.folder, force=args.force)
+    except WriteError:  # the disk: exit 1
+        raise
+    except OSError as exc:  # DIR/NAME.toml differs (no --force), is a folder, or DIR is a file: bad input
+        raise UsageError(str(exc)) from None
+    if before == shipped.config_path(args.name).read_bytes():
+        print(f"{out} is already the shipped config {args.name} (left as it is)")
+    else:
+        print(f"wrote {out}" + (" (replaced the file that was there)" if before is not None else ""))
     return EXIT_OK
 
 
@@ -560,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return EXIT_OK
     handlers = {"demo": run_demo, "simulate": run_simulate, "plot": run_plot, "report": run_report,
-                "fit": run_fit, "list": run_list}
+                "fit": run_fit, "list": run_list, "configs": run_configs}
     if args.command not in handlers:
         parser.print_help()
         return EXIT_USAGE
@@ -590,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
         return interrupts.exit_code
     except (SimulationError, WriteError) as exc:
         print(f"bayesfair: failed: {_message(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:  # the reader of stdout stopped early (`bayesfair list | head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit stays quiet
         return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the documented exit code 1
         if os.environ.get("BAYESFAIR_DEBUG"):

@@ -1,6 +1,6 @@
 """Study configs: a TOML file that describes a whole regret study, validated on load.
 
-Example (``experiments/configs/demo.toml``)::
+Example (the shipped config ``demo``; ``bayesfair configs export demo DIR`` copies it)::
 
     name = "demo"
     seed = 0

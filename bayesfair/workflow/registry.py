@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import pkgutil
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +26,7 @@ from bayesfair.core.declare import (
     _fmt,
     _import_target,
     declare,
+    doc_summary,
     python_only_entries,
 )
 from bayesfair.core.declare import entries as declared
@@ -147,9 +147,8 @@ def table() -> list[dict[str, Any]]:
             rows.append({"kind": kind, "name": e.name, "target": e.path, "available": True, "reason": "",
                          "params": ", ".join(p.describe() for p in e.params()), "doc": e.summary()})
         for name, (fn, reason) in python_only_entries(kind).items():
-            doc = (inspect.getdoc(fn) or "").strip().splitlines()
             rows.append({"kind": kind, "name": name, "target": f"{fn.__module__}:{fn.__qualname__}", "available": True,
-                         "reason": "", "params": "", "doc": f"{doc[0] if doc else ''} (Python only: {reason})",
+                         "reason": "", "params": "", "doc": f"{doc_summary(fn)} (Python only: {reason})",
                          "python_only": reason})
         for module, err in unavailable(kind).items():
             rows.append({"kind": kind, "name": f"{module}.*", "target": module, "available": False,

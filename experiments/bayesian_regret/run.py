@@ -1,6 +1,6 @@
 """Bayesian regret: TS, FairX-TS and a mismatched-prior TS on instances drawn from the prior.
 
-The study is ``experiments/configs/bayesian_regret.toml``: every run draws K Bernoulli arm means
+The study is the shipped config ``bayesian_regret``: every run draws K Bernoulli arm means
 from U[0, 1] = Beta(1, 1), the prior of TS and FairX-TS (simulate recognizes it, so they are not
 warned about); "TS (Beta(20, 20))" believes the means are near 1/2 (simulate warns that its prior
 is not the instances'). All policies see the same instances and reward draws (common random
@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 import bayesfair  # noqa: F401  (before jax: exposes one CPU device per core)
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import ConfigError, load_config
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bayesian_regret.toml"
+CONFIG = shipped.config_path("bayesian_regret")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Throughput of BF-UCB and BF-TS: the jitted bayesfair simulator vs a vectorized NumPy loop.
 
-Setting: the bi-level study's (experiments/configs/bilevel.toml and bilevel_high.toml, which
+Setting: the bi-level study's (the shipped configs ``bilevel`` and ``bilevel_high``, which
 experiments/bilevel/run.py runs; Section 6.2 of the bi-level paper), loaded from those configs so
 the benchmark measures exactly its configuration: Bernoulli arms in
 two groups (group 0 = minority), beta = (0.4, 0.4), f(mu) = mu (``merit()``, floor 0.01),
@@ -45,7 +45,6 @@ See experiments/benchmarks/README.md.
 import functools
 import tomllib
 from fractions import Fraction
-from pathlib import Path
 from types import SimpleNamespace
 
 import bayesfair  # one CPU device per core: must come before the first JAX operation (importing jax first is fine)
@@ -55,10 +54,10 @@ import harness  # this folder's shared scaffolding (first on sys.path when run a
 import numpy as np
 
 from bayesfair.simulation.metrics import bilevel_regret
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import load_config
 
-_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-STUDY_CONFIGS = {"high": _CONFIGS / "bilevel_high.toml", "low": _CONFIGS / "bilevel.toml"}
+STUDY_CONFIGS = {"high": shipped.config_path("bilevel_high"), "low": shipped.config_path("bilevel")}
 SETTING_OF_K = {15: "low", 60: "high"}
 POLICIES = ("BF-UCB", "BF-TS")
 BETA = (0.4, 0.4)
@@ -69,7 +68,7 @@ TARGET_HOURS = {"BF-UCB": 1.0, "BF-TS": 2.0}
 
 
 def load_study():
-    """The bi-level study's configs (experiments/configs/bilevel.toml and bilevel_high.toml, the
+    """The bi-level study's configs (the shipped configs ``bilevel`` and ``bilevel_high``, the
     ones experiments/bilevel/run.py runs), as the benchmark uses them.
 
     A config is parsed (and its eight policies validated) only when a setting's environment or
@@ -583,7 +582,7 @@ def main(argv=None):
     study = load_study()
     report = harness.new_report("bilevel", argv, args, beta=list(BETA), delta=study.delta(),
                                 merit=study.merit().describe(), bf_ucb_steps=0, prior=[1.0, 1.0],
-                                study_configs=[f"experiments/configs/{p.name}" for p in STUDY_CONFIGS.values()],
+                                study_configs=[p.stem for p in STUDY_CONFIGS.values()],
                                 target_ratio=TARGET_RATIO)
     report["results"] = results = [bench_one(study, policy, k, args) for policy in args.policies for k in args.arms]
     report["study"] = STUDY

@@ -1,7 +1,7 @@
 """Compilation cost per policy of the demo study: cold cache, warm cache, and a second call in process.
 
 Each measurement runs in a new Python process (``--child``) that loads the demo config
-(``bayesfair/data/demo.toml``: five policies on 10 Bernoulli arms), shrinks it to ``--runs`` runs of
+(the shipped config ``demo``: five policies on 10 Bernoulli arms), shrinks it to ``--runs`` runs of
 ``--horizon`` rounds (compilation does not depend on either beyond the chunk size), calls
 ``simulate`` twice with the same objects and reports, per policy, the seconds ``simulate`` spent
 compiling (tracing, lowering and compiling, or loading from the persistent cache; from the

@@ -14,9 +14,9 @@ gives all five the same environment draws (common random numbers).
 - ``family_income`` and ``compas`` (Section 5.3, Figure 3): share of sensitive pulls and biased
   regret over time (the true regret is not defined on these data, as the paper says).
 
-The studies are configs: ``experiments/configs/biased_feedback_synthetic.toml`` (the paper's
-default point, the T sweep), ``biased_feedback_compas.toml`` and
-``biased_feedback_family_income.toml``, all at the small scale. ``--scale``, ``--seed`` (1000 N
+The studies are the shipped configs ``biased_feedback_synthetic`` (the paper's
+default point, the T sweep), ``biased_feedback_compas`` and
+``biased_feedback_family_income``, all at the small scale. ``--scale``, ``--seed`` (1000 N
 added to the seeds), ``--policies`` and the points of the synthetic sweeps are overrides of them.
 
 Usage: python experiments/biased_feedback/run.py [--scale small|paper]
@@ -39,12 +39,13 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.simulation.results import write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-CONFIGS = {setting: REPO / "experiments" / "configs" / f"biased_feedback_{setting}.toml"
+CONFIGS = {setting: shipped.config_path(f"biased_feedback_{setting}")
            for setting in ("synthetic", "family_income", "compas")}
 POLICIES = ("TopInterval", "IntervalChaining", "NaiveFair", "GroupFairTopInterval", "GroupFair-TS")
 SETTINGS = tuple(CONFIGS)

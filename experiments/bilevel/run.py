@@ -5,9 +5,9 @@ Settings (Section 6.2), Bernoulli arms, two groups (group 0 = minority):
 - ``low``:  5 minority + 10 majority arms, every mean ~ U[0.6, 0.85], drawn afresh per run;
 - ``high``: 10 minority arms ~ U[0.5, 0.8] and 50 majority arms ~ U[0.7, 1].
 
-f(mu) = mu, delta = 0.01, beta in {(0.2, 0.2), (0.3, 0.3), (0.4, 0.4)}. The studies are the configs
-``experiments/configs/bilevel_high.toml`` and ``bilevel.toml`` (beta = (0.4, 0.4), all eight
-policies, small scale) with the floors of ``bilevel_beta_sweep.toml``; ``--scale``, ``--horizon``,
+f(mu) = mu, delta = 0.01, beta in {(0.2, 0.2), (0.3, 0.3), (0.4, 0.4)}. The studies are the shipped configs
+``bilevel_high`` and ``bilevel`` (beta = (0.4, 0.4), all eight
+policies, small scale) with the floors of ``bilevel_beta_sweep``; ``--scale``, ``--horizon``,
 ``--runs``, ``--seed`` (added to each config's seed) and ``floors`` are config overrides.
 The baselines of Section 6.1 (UCB, MF, GEF) and their Thompson counterparts (TS, MF-TS, GEF-TS)
 run at beta = (0.4, 0.4), the value of Figures 2 and 3. As Section 6.2 does for f(mu) = mu with means above 0.5, the
@@ -54,13 +54,13 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.simulation.results import write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import Study, load_config
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # The two settings' studies at beta = (0.4, 0.4), all eight policies; each setting's seed is its
 # config's (high 0, low 1000) plus --seed.
-SETTINGS = {"high": CONFIGS / "bilevel_high.toml", "low": CONFIGS / "bilevel.toml"}
-with open(CONFIGS / "bilevel_beta_sweep.toml", "rb") as _f:  # the floors of Figure 1
+SETTINGS = {"high": shipped.config_path("bilevel_high"), "low": shipped.config_path("bilevel")}
+with open(shipped.config_path("bilevel_beta_sweep"), "rb") as _f:  # the floors of Figure 1
     BETAS = tuple(tuple(b) for b in tomllib.load(_f)["sweep"]["floors"])
 with open(SETTINGS["low"], "rb") as _f:  # the settings' floors: the baselines run at this beta only
     BASELINE_BETA = tuple(tomllib.load(_f)["floors"])

@@ -10,8 +10,8 @@ Reproduces the yeast experiments of fairness_of_exposure_fairx_icml2021 (Section
   FairX-LinUCB/LinTS/LinEG and LinUCB/LinTS.
 - sweep: final fairness and reward regret of the FairX MAB policies against the steepness c.
 
-The studies are configs, ``experiments/configs/fairx_yeast_fig1.toml``, ``fairx_yeast_fig2.toml``,
-``fairx_yeast_fig3.toml`` and ``fairx_yeast_c_sweep.toml`` (environment, merit, policies, seeds);
+The studies are the shipped configs ``fairx_yeast_fig1``, ``fairx_yeast_fig2``,
+``fairx_yeast_fig3`` and ``fairx_yeast_c_sweep`` (environment, merit, policies, seeds);
 ``--scale``, ``--seed`` (the split, the RFF map and 100 N added to the seeds), ``--bias`` and the
 hyper-parameters are overrides of them. The data are split once at random into 20% validation /
 80% test examples (Section 5.1). Hyper-parameters are chosen by
@@ -39,12 +39,13 @@ import numpy as np
 
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.simulation.results import write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import Study, parse_config, parse_override, set_path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-CONFIGS = {fig: REPO / "experiments" / "configs" / f"fairx_yeast_{name}.toml"
+CONFIGS = {fig: shipped.config_path(f"fairx_yeast_{name}")
            for fig, name in (("fig1", "fig1"), ("fig2", "fig2"), ("fig3", "fig3"), ("sweep", "c_sweep"))}
 MAB_ALL = ("FairX-UCB", "FairX-UCB-exact", "FairX-TS", "FairX-EG", "UCB", "TS")
 LINEAR_ALL = ("FairX-LinUCB", "FairX-LinTS", "FairX-LinEG", "LinUCB", "LinTS")

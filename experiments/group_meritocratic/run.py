@@ -11,8 +11,8 @@
   over runs), and the fair and standard pseudo-regret of Uniform Random, OFUL, Fair-Greedy
   (multi-group form) and Greedy.
 
-The studies are ``experiments/configs/group_meritocratic_fig1.toml`` and
-``group_meritocratic_fig2_adult.toml`` (the small scale); ``--scale paper``, ``--seed`` (the
+The studies are the shipped configs ``group_meritocratic_fig1`` and
+``group_meritocratic_fig2_adult`` (the small scale); ``--scale paper``, ``--seed`` (the
 config's seed + 100 N) and ``--group`` are config overrides, and the checkpoints are 100 evenly
 spaced rounds (the figures' linear round axis). Hyper-parameters (in the configs): lambda = 0.1 for
 every ridge estimate (Section 6 states it for Fair-Greedy and OFUL; we keep it in Section 7, which
@@ -40,12 +40,13 @@ import numpy as np
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.environments import group_meritocratic as gm
 from bayesfair.simulation.results import write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-CONFIGS = {"fig1": REPO / "experiments" / "configs" / "group_meritocratic_fig1.toml",
-           "fig2": REPO / "experiments" / "configs" / "group_meritocratic_fig2_adult.toml"}
+CONFIGS = {"fig1": shipped.config_path("group_meritocratic_fig1"),
+           "fig2": shipped.config_path("group_meritocratic_fig2_adult")}
 
 # --scale: config overrides per figure (small: the configs as written). The paper: Figure 1 over
 # 500 rounds and Figure 2 over 2,500 rounds, 10 runs each.

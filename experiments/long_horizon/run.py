@@ -1,6 +1,6 @@
 """Long-horizon check: FairX-TS (Beta-Bernoulli) with K = 60 arms, R = 50 runs, T = 1e7 rounds.
 
-The study is ``experiments/configs/long_horizon.toml``; this script runs it with the command-line
+The study is the shipped config ``long_horizon``; this script runs it with the command-line
 options as config overrides, adds the checkpoint T/100 to the grid and reports the peak resident
 memory (the simulator's memory does not grow with the horizon: metrics are accumulated online and
 only recorded on the checkpoint grid).
@@ -23,9 +23,10 @@ import numpy as np
 import bayesfair as bf  # before jax: exposes one CPU device per core
 from bayesfair.plotting import save_figure
 from bayesfair.simulation.results import write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import ConfigError, load_config
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "long_horizon.toml"
+CONFIG = shipped.config_path("long_horizon")
 
 
 def main(argv: list[str] | None = None) -> int:
