@@ -105,6 +105,13 @@ def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
     """f(mu) = exp(c * mu), the family of the FairX experiments (Section 5.1).
 
     On ``domain = [low, high]``: gamma = exp(c low), L = c exp(c high); c varies L / gamma.
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> merit = bf.merit.exponential(4.0)          # f(mu) = exp(4 mu) on [0, 1]
+    >>> round(float(merit.gamma), 3), round(float(merit.lipschitz), 1)
+    (1.0, 218.4)
     """
     c = float(c)  # > 0 (the merit must increase with the mean): declared
     lo, hi = _domain(domain)
@@ -184,6 +191,14 @@ def fair_policy(merit: Merit, mu: jax.Array) -> jax.Array:
     Uses ``log f`` and a softmax when the merit provides it, so exp(c mu) never overflows.
     Called with concrete values (outside ``jax.jit``), NaN or infinite means raise a ValueError
     naming the arm; traced inside jitted code, a NaN propagates (the simulator reports it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import bayesfair as bf
+    >>> pi = bf.merit.fair_policy(bf.merit.exponential(4.0), np.array([0.2, 0.5, 0.8]))
+    >>> [round(float(p), 3) for p in pi]
+    [0.065, 0.216, 0.718]
     """
     _check_concrete_means(mu, "mu")
     mu = jnp.asarray(mu)
