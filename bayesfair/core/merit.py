@@ -102,9 +102,10 @@ def identity(floor: float = 1e-3, domain: tuple[float, float] = (0.0, 1.0)) -> M
 
 @declare("merit", example={"c": 3.0}, c=POSITIVE, domain=pair())
 def exponential(c: float, domain: tuple[float, float] = (0.0, 1.0)) -> Merit:
-    """f(mu) = exp(c * mu), the family of the FairX experiments (Section 5.1).
+    r""":math:`f(\mu) = e^{c \mu}`, the family of the FairX experiments (Section 5.1).
 
-    On ``domain = [low, high]``: gamma = exp(c low), L = c exp(c high); c varies L / gamma.
+    On ``domain = [low, high]``: :math:`\gamma = e^{c \cdot \mathrm{low}}` and
+    :math:`L = c\, e^{c \cdot \mathrm{high}}`; c varies :math:`L / \gamma`.
 
     Examples
     --------
@@ -186,7 +187,7 @@ def resolve_merit(merit: Merit | Callable[[jax.Array], jax.Array]) -> Merit:
 
 
 def fair_policy(merit: Merit, mu: jax.Array) -> jax.Array:
-    """Optimal fair policy pi(a) = f(mu_a) / sum_a' f(mu_a') (Theorem 3.1.1), over the last axis.
+    r"""Optimal fair policy :math:`\pi^*(a) = f(\mu_a) / \sum_{a'} f(\mu_{a'})` (Theorem 3.1.1), over the last axis.
 
     Uses ``log f`` and a softmax when the merit provides it, so exp(c mu) never overflows.
     Called with concrete values (outside ``jax.jit``), NaN or infinite means raise a ValueError
