@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_notebooks import kernel_env  # noqa: F401  (the fixture: a kernel of this interpreter)
+from test_notebooks import kernel_env  # noqa: F401, F811  (the fixture: a kernel of this interpreter)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -107,13 +107,15 @@ def test_docs_site_builds(tmp_path):
     assert "math notranslate" in concepts and "mathjax" in concepts.lower(), "concepts.md: math not rendered"
     index = (out / "index.html").read_text(encoding="utf-8")
     assert index.index("install.html") < index.index("quickstart.html") < index.index("concepts.html")
-    for target in ("install.html", "quickstart.html", "bayesian_regret.html", "concepts.html", "workflow.html", "datasets.html", "api.html", "notebooks/README.html",
+    for target in ("install.html", "quickstart.html", "bayesian_regret.html", "concepts.html", "workflow.html",
+                   "datasets.html", "api.html", "notebooks/README.html",
                    "developer/index.html", "performance.html"):
         assert target in index, f"{target} not linked from the front page"
 
 
 # the pages of docs/ that are MyST notebooks executed when the site is built (cached by make docs)
 EXECUTED_PAGES = ["quickstart.md", "bayesian_regret.md"]
+SLOW_PAGES = {"bayesian_regret.md"}  # 200 runs x 500 rounds x 3 policies: make test-slow (and make docs) run it
 
 
 def test_executed_pages_are_notebooks():
@@ -122,8 +124,9 @@ def test_executed_pages_are_notebooks():
     assert pages == sorted(EXECUTED_PAGES)
 
 
-@pytest.mark.parametrize("page", EXECUTED_PAGES)
-def test_executed_page_runs(page, kernel_env):
+@pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.slow] if p in SLOW_PAGES else [])
+                                  for p in EXECUTED_PAGES])
+def test_executed_page_runs(page, kernel_env):  # noqa: F811  (the fixture imported above)
     """The executed pages run top to bottom in a fresh kernel (as myst-nb runs them), without
     errors, and the Bayesian-regret page draws its figure and shows the mismatch warning."""
     import jupytext
