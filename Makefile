@@ -41,7 +41,7 @@ bench: $(STAMP)
 
 # documentation site (Sphinx + myst-nb, API reference from the docstrings): docs/_build/html/index.html
 # `docs` executes the notebook pages whose code changed since the last build (myst-nb's jupyter-cache
-# in docs/_build/.jupyter_cache: minutes the first time, seconds after); warnings are errors, as in
+# in docs/_build/.jupyter_cache: about 18 min the first time on the loaded 2-core machine, 35 s after); warnings are errors, as in
 # tests/test_docs.py. `docs-full` executes every notebook page again (the cache is keyed on the
 # code cells, not on the package). `docs-inventories` downloads the intersphinx inventories into
 # docs/_inv (needs a network; without them the site builds without the links to numpy, jax, ...).

@@ -5,11 +5,12 @@ by autosummary/autodoc from the numpy-style docstrings (napoleon); the four note
 ``docs/notebooks`` and the executed pages (quickstart, Bayesian regret) are jupytext MyST
 notebooks that myst-nb reads and executes. ``nb_execution_mode = "cache"``: ``make docs`` executes
 a notebook only when its code cells changed since the last build (jupyter-cache keeps the outputs
-in ``docs/_build/.jupyter_cache``), so after the first build it takes seconds; the cache is keyed
+in ``docs/_build/.jupyter_cache``), so later builds execute nothing that did not change; the cache is keyed
 on the code cells, not on the package, so ``make docs-full`` (``-D nb_execution_mode=force``)
 executes every notebook again. The test suite builds with ``-D nb_execution_mode=off``
-(tests/test_docs.py) and executes the notebooks separately (tests/test_notebooks.py, and the two
-small pages in tests/test_docs.py).
+(tests/test_docs.py) and executes the pages' code separately: tests/test_notebooks.py the
+notebooks (the bi-level one by default, the others slow), tests/test_docs.py the quickstart (by
+default) and the Bayesian-regret page (slow).
 
 Intersphinx links to Python, NumPy, JAX, NumPyro, ArviZ and xarray come from the inventories in
 ``docs/_inv/`` (``make docs-inventories`` downloads them, where there is a network): a project
