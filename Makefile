@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean venv docs docs-full notebooks
+.PHONY: demo test test-slow bench lint clean venv docs docs-full docs-inventories notebooks
 
 venv: $(STAMP)
 
@@ -40,8 +40,11 @@ bench: $(STAMP)
 	$(PY) experiments/benchmarks/grid_bench.py $(BENCH_ARGS)
 
 # documentation site (Sphinx + myst-nb, API reference from the docstrings): docs/_build/html/index.html
-# `docs` does not execute the notebooks (seconds; warnings are errors, as in tests/test_docs.py);
-# `docs-full` executes the four notebooks and renders them with their figures (several minutes).
+# `docs` executes the notebook pages whose code changed since the last build (myst-nb's jupyter-cache
+# in docs/_build/.jupyter_cache: about 18 min the first time on the loaded 2-core machine, 35 s after); warnings are errors, as in
+# tests/test_docs.py. `docs-full` executes every notebook page again (the cache is keyed on the
+# code cells, not on the package). `docs-inventories` downloads the intersphinx inventories into
+# docs/_inv (needs a network; without them the site builds without the links to numpy, jax, ...).
 DOCS_OUT := docs/_build
 
 docs: $(STAMP)
@@ -51,6 +54,9 @@ docs: $(STAMP)
 docs-full: $(STAMP)
 	$(PY) -m sphinx -b html -W --keep-going -E -D nb_execution_mode=force docs $(DOCS_OUT)/html-full
 	@echo "open $(DOCS_OUT)/html-full/index.html"
+
+docs-inventories: $(STAMP)
+	$(PY) docs/_inv/fetch.py
 
 # execute the notebooks (jupytext + nbconvert, this venv's kernel) into build/notebooks/*.ipynb;
 # the data folder is found as everywhere else (docs/datasets.md: BAYESFAIR_DATA, ../shared/data, cache)

@@ -2,9 +2,20 @@
 
 The pages are MyST markdown (myst-nb, which includes myst-parser); the API reference is generated
 by autosummary/autodoc from the numpy-style docstrings (napoleon); the four notebooks of
-``docs/notebooks`` are jupytext MyST notebooks that myst-nb reads directly. ``make docs`` builds
-without executing them (``nb_execution_mode = "off"``); ``make docs-full`` passes
-``-D nb_execution_mode=force`` so every notebook runs and its figures are rendered into the site.
+``docs/notebooks`` and the executed pages (quickstart, Bayesian regret) are jupytext MyST
+notebooks that myst-nb reads and executes. ``nb_execution_mode = "cache"``: ``make docs`` executes
+a notebook only when its code cells changed since the last build (jupyter-cache keeps the outputs
+in ``docs/_build/.jupyter_cache``), so later builds execute nothing that did not change; the cache is keyed
+on the code cells, not on the package, so ``make docs-full`` (``-D nb_execution_mode=force``)
+executes every notebook again. The test suite builds with ``-D nb_execution_mode=off``
+(tests/test_docs.py) and executes the pages' code separately: tests/test_notebooks.py the
+notebooks (the bi-level one by default, the others slow), tests/test_docs.py the quickstart (by
+default) and the Bayesian-regret page (slow).
+
+Intersphinx links to Python, NumPy, JAX, NumPyro, ArviZ and xarray come from the inventories in
+``docs/_inv/`` (``make docs-inventories`` downloads them, where there is a network): a project
+whose inventory file is absent is left out of the mapping, so an offline build has no such links
+and no warnings, and a build never reaches the network by itself.
 """
 
 from __future__ import annotations
@@ -27,23 +38,25 @@ extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
 ]
 
-exclude_patterns = ["_build", "_templates", "developer/skeletons", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_inv", "_templates", "developer/skeletons", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}  # .rst first: autosummary writes rst stubs
 root_doc = "index"
 
 # MyST: heading anchors so that links such as workflow.md#7-per-round-logs resolve
 myst_heading_anchors = 3
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["amsmath", "dollarmath", "colon_fence"]
 
-# notebooks: not executed by default (the fast build); make docs-full sets force
-nb_execution_mode = "off"
-nb_execution_timeout = 1800
+# notebooks: executed when their code changed (jupyter-cache); make docs-full sets force, the tests off
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(ROOT / "docs" / "_build" / ".jupyter_cache")
+nb_execution_timeout = 900
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
@@ -61,6 +74,14 @@ napoleon_use_ivar = True  # "Attributes" sections as fields: the attributes are 
 # a bare name such as `n` in a docstring type may match several attributes (CountState.n, MCMCState.n)
 suppress_warnings = ["ref.python"]
 
+# intersphinx: the projects whose inventory is in docs/_inv (docs/_inv/fetch.py); never the network
+INVENTORIES = ROOT / "docs" / "_inv"
+sys.path.insert(0, str(INVENTORIES))
+from fetch import PROJECTS  # noqa: E402  (the one list of projects and their documentation URLs)
+
+intersphinx_mapping = {name: (url, str(INVENTORIES / f"{name}.inv")) for name, url in PROJECTS.items()
+                       if (INVENTORIES / f"{name}.inv").is_file()}
+intersphinx_disabled_reftypes = ["std:doc"]  # a bare {doc} link is always one of these pages
 
 
 def _site_links(app, docname, source):

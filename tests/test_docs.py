@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_notebooks import kernel_env  # noqa: F401, F811  (the fixture: a kernel of this interpreter)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -68,10 +69,13 @@ def test_doc_example_runs(doc, line, code, tmp_path, monkeypatch):
 
 
 def test_docs_site_builds(tmp_path):
-    """``make docs`` in a temporary folder: every page (the markdown pages, the developer docs, the
-    experiment READMEs, the API reference generated from the docstrings and the four notebooks,
-    not executed) builds with warnings as errors, so a broken cross-reference, a page left out of
-    the table of contents or a docstring that is not valid reStructuredText fails here."""
+    """``make docs`` in a temporary folder, with notebook execution off: every page (the markdown
+    pages, the developer docs, the experiment READMEs, the API reference generated from the
+    docstrings, the notebooks and the executed pages, not executed here) builds with warnings as
+    errors, so a broken cross-reference, a page left out of the table of contents or a docstring
+    that is not valid reStructuredText fails here. The pages' code is executed by
+    ``test_executed_page_runs`` below and tests/test_notebooks.py (``make docs`` itself executes
+    them, through myst-nb's cache)."""
     import subprocess
     import sys
 
@@ -79,7 +83,7 @@ def test_docs_site_builds(tmp_path):
         pytest.importorskip(module, reason=f"the docs extra is not installed (no {module}): pip install -e '.[docs]'")
     out = tmp_path / "html"
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-E",
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-E", "-D", "nb_execution_mode=off",
          "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
@@ -96,10 +100,50 @@ def test_docs_site_builds(tmp_path):
     # the API reference documents the public constructors, with their numpy-style sections
     fairx = (out / "generated" / "bayesfair.policies.fairx.html").read_text(encoding="utf-8")
     assert "fairx_ucb" in fairx and "Parameters" in fairx
+    for page in EXECUTED_PAGES:  # read as notebooks too
+        html = (out / page.replace(".md", ".html")).read_text(encoding="utf-8")
+        assert "cell_input" in html, f"{page}: code cells not rendered"
+    concepts = (out / "concepts.html").read_text(encoding="utf-8")
+    assert "math notranslate" in concepts and "mathjax" in concepts.lower(), "concepts.md: math not rendered"
     index = (out / "index.html").read_text(encoding="utf-8")
-    for target in ("concepts.html", "workflow.html", "datasets.html", "api.html", "notebooks/README.html",
+    assert index.index("install.html") < index.index("quickstart.html") < index.index("concepts.html")
+    for target in ("install.html", "quickstart.html", "bayesian_regret.html", "concepts.html", "workflow.html",
+                   "datasets.html", "api.html", "notebooks/README.html",
                    "developer/index.html", "performance.html"):
         assert target in index, f"{target} not linked from the front page"
+
+
+# the pages of docs/ that are MyST notebooks executed when the site is built (cached by make docs)
+EXECUTED_PAGES = ["quickstart.md", "bayesian_regret.md"]
+SLOW_PAGES = {"bayesian_regret.md"}  # 200 runs x 500 rounds x 3 policies: make test-slow (and make docs) run it
+
+
+def test_executed_pages_are_notebooks():
+    """Every page with code cells is listed here or in tests/test_notebooks.py (so its code runs in a test)."""
+    pages = sorted(p.name for p in DOCS.glob("*.md") if "```{code-cell}" in p.read_text(encoding="utf-8"))
+    assert pages == sorted(EXECUTED_PAGES)
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.slow] if p in SLOW_PAGES else [])
+                                  for p in EXECUTED_PAGES])
+def test_executed_page_runs(page, kernel_env):  # noqa: F811  (the fixture imported above)
+    """The executed pages run top to bottom in a fresh kernel (as myst-nb runs them), without
+    errors, and the Bayesian-regret page draws its figure and shows the mismatch warning."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(DOCS / page)
+    nb.metadata["kernelspec"] = {"name": kernel_env.name, "display_name": "bayesfair test kernel", "language": "python"}
+    NotebookClient(nb, kernel_name=kernel_env.name, timeout=600, allow_errors=False,
+                   resources={"metadata": {"path": str(DOCS)}}).execute()
+    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
+    text = "".join(out.get("text", "") for out in outputs if out.get("output_type") == "stream")
+    assert not [out for out in outputs if out.get("output_type") == "error"]
+    if page == "bayesian_regret.md":
+        assert any("image/png" in out.get("data", {}) for out in outputs), "no figure"
+        assert "UserWarning" in text and "'TS (Beta(20, 20))'" in text and "matched:" in text
+    if page == "quickstart.md":
+        assert "wrote" in text.lower() or "results" in text, text[-2000:]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -104,9 +104,17 @@ def identity(floor: Positive = 1e-3, domain: Pair = (0.0, 1.0)) -> Merit:
 
 @declare("merit", example={"c": 3.0})
 def exponential(c: Positive, domain: Pair = (0.0, 1.0)) -> Merit:
-    """f(mu) = exp(c * mu), the family of the FairX experiments (Section 5.1).
+    r""":math:`f(\mu) = e^{c \mu}`, the family of the FairX experiments (Section 5.1).
 
-    On ``domain = [low, high]``: gamma = exp(c low), L = c exp(c high); c varies L / gamma.
+    On ``domain = [low, high]``: :math:`\gamma = e^{c \cdot \mathrm{low}}` and
+    :math:`L = c\, e^{c \cdot \mathrm{high}}`; c varies :math:`L / \gamma`.
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> merit = bf.merit.exponential(4.0)          # f(mu) = exp(4 mu) on [0, 1]
+    >>> round(float(merit.gamma), 3), round(float(merit.lipschitz), 1)
+    (1.0, 218.4)
     """
     c = float(c)  # > 0 (the merit must increase with the mean): declared
     lo, hi = _domain(domain)
@@ -181,11 +189,19 @@ def resolve_merit(merit: Merit | Callable[[jax.Array], jax.Array]) -> Merit:
 
 
 def fair_policy(merit: Merit, mu: jax.Array) -> jax.Array:
-    """Optimal fair policy pi(a) = f(mu_a) / sum_a' f(mu_a') (Theorem 3.1.1), over the last axis.
+    r"""Optimal fair policy :math:`\pi^*(a) = f(\mu_a) / \sum_{a'} f(\mu_{a'})` (Theorem 3.1.1), over the last axis.
 
     Uses ``log f`` and a softmax when the merit provides it, so exp(c mu) never overflows.
     Called with concrete values (outside ``jax.jit``), NaN or infinite means raise a ValueError
     naming the arm; traced inside jitted code, a NaN propagates (the simulator reports it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import bayesfair as bf
+    >>> pi = bf.merit.fair_policy(bf.merit.exponential(4.0), np.array([0.2, 0.5, 0.8]))
+    >>> [round(float(p), 3) for p in pi]
+    [0.065, 0.216, 0.718]
     """
     _check_concrete_means(mu, "mu")
     mu = jnp.asarray(mu)

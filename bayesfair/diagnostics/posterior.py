@@ -169,6 +169,21 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     ``params["group_of_arm"]`` (hierarchical and group-bias models), else from the results. The
     draws' dimension names come from ``posterior.dims``. Other keyword arguments go to
     :func:`posterior_tree`.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import bayesfair as bf
+    >>> from bayesfair import diagnostics as dg
+    >>> from bayesfair.posteriors.base import Outcome
+    >>> post = bf.beta_bernoulli()
+    >>> state = post.update(post.init(3), Outcome(jnp.float32(1.0), arm=jnp.int32(2)))
+    >>> tree = dg.from_posterior(post, state, merit=bf.merit.exponential(4.0), n_draws=200)
+    >>> tree.attrs["source"], dict(tree.posterior["pi_star"].sizes)
+    ('exact', {'chain': 1, 'draw': 200, 'arm': 3})
+    >>> table = dg.summary(tree)
+    >>> "pi_star[0]" in table.index
+    True
     """
     if kwargs.get("group_of_arm") is None:
         labels = _group_of_arm_from_state(state)

@@ -86,6 +86,17 @@ def prior_environment(posterior: Any, n_arms: int | None = None, *, n_features: 
     Environment
         ``config["prior"]`` is :func:`prior_marker` of ``posterior``; ``arm_means`` the
         instance's expected reward per arm (per candidate slot for linear families).
+
+    Examples
+    --------
+    Instances drawn from the prior of the policies' posterior: ``simulate`` then reports a matched
+    prior (Bayesian regret) in the results' ``config["prior_check"]``:
+
+    >>> import bayesfair as bf
+    >>> from bayesfair.environments.prior import prior_environment
+    >>> env = prior_environment(bf.beta_bernoulli(1.0, 1.0), 5)
+    >>> env.name, env.config["prior"]
+    ('prior_beta_bernoulli', {'family': 'beta_bernoulli', 'params': {'a0': 1.0, 'b0': 1.0}})
     """
     marker = prior_marker(posterior)
     label = name or f"prior_{marker['family']}"

@@ -62,7 +62,14 @@ def ucb1(*, w0: Positive | None = None) -> Policy:
 
 @declare("policy", example={"posterior": "beta_bernoulli"})
 def thompson(posterior: Posterior) -> Policy:
-    """Thompson sampling: play the argmax of one posterior draw (ties at random)."""
+    """Thompson sampling: play the argmax of one posterior draw (ties at random).
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> bf.thompson(bf.beta_bernoulli()).name
+    'TS'
+    """
     if not isinstance(posterior, Posterior):
         raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
     return posterior_sampling(posterior, argmax_rule, "TS", requires=posterior_requires(posterior, "TS"))

@@ -42,6 +42,21 @@ __all__ = ["fairx_ts", "fairx_ucb", "fairx_eg", "theorem_w0", "UCBState", "exact
 def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     """FairX-TS, Algorithm 2: sample mu_t ~ V_t (line 3), pi_t = f(mu_t)/sum f(mu_t) (line 4),
     a_t ~ pi_t (line 5), posterior update (line 7). Works with any :class:`Posterior`.
+
+    Examples
+    --------
+    One decision by hand: ``select`` returns the action and the full selection distribution pi_t:
+
+    >>> import jax
+    >>> import bayesfair as bf
+    >>> env = bf.bernoulli_arms([0.2, 0.5, 0.8])
+    >>> policy = bf.fairx_ts(bf.beta_bernoulli(), bf.merit.exponential(4.0))
+    >>> state = policy.init(jax.random.key(0), env.spec)
+    >>> rnd = env.step(jax.random.key(1), env.reset(jax.random.key(2)), 1)
+    >>> action, pi, info = policy.select(jax.random.key(3), state, rnd.obs)
+    >>> policy.name, pi.shape, round(float(pi.sum()), 5), 0 <= int(action) < 3
+    ('FairX-TS', (3,), 1.0, True)
+    >>> state = policy.update(state, rnd.obs, action, rnd.reward[action])
     """
     if not isinstance(posterior, Posterior):
         raise TypeError(f"posterior must be a bayesfair Posterior, got {posterior!r}")
@@ -212,6 +227,13 @@ def fairx_ucb(
         mu_hat of an arm never pulled (the paper leaves it open); default the middle of
         ``reward_range``. Only the ``"center"`` start uses it: the box of such an arm is the
         whole range.
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> policy = bf.fairx_ucb(bf.merit.exponential(4.0), horizon=10_000)
+    >>> policy.name
+    'FairX-UCB'
     """
     merit = resolve_merit(merit)
     lo, hi = check_reward_range(reward_range)

@@ -39,6 +39,20 @@ def beta_bernoulli(a0: Positive = 1.0, b0: Positive = 1.0) -> Posterior:
         Prior Beta parameters, >= 1e-30 (:data:`MIN_SHAPE`). Shapes below 1 are exact too: where
         both gamma draws of X / (X + Y) underflow to 0 (Beta(0.01, 0.01) did in ~18% of draws,
         giving NaN), the ratio is taken in log space.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import bayesfair as bf
+    >>> from bayesfair.posteriors.base import Outcome
+    >>> post = bf.beta_bernoulli()                   # Beta(1, 1) on every arm
+    >>> state = post.init(3)
+    >>> for arm, reward in [(0, 1.0), (0, 0.0), (2, 1.0), (2, 1.0)]:
+    ...     state = post.update(state, Outcome(jnp.float32(reward), arm=jnp.int32(arm)))
+    >>> state.alpha.tolist(), state.beta.tolist()
+    ([2.0, 1.0, 3.0], [2.0, 1.0, 1.0])
+    >>> [round(float(m), 3) for m in post.mean(state)]
+    [0.5, 0.5, 0.75]
     """
     a0, b0 = float(a0), float(b0)  # > 0: declared
     if min(a0, b0) < MIN_SHAPE:

@@ -1,4 +1,4 @@
-"""Regret, exposure and fairness metrics: pure per-round terms and a streaming accumulator.
+r"""Regret, exposure and fairness metrics: pure per-round terms and a streaming accumulator.
 
 Every metric the simulator records is either a sum over rounds, a running minimum over rounds, or
 the latest value of a quantity a policy reports; all accumulate online in memory independent of
@@ -13,9 +13,9 @@ records is chosen by its metric components (:mod:`bayesfair.simulation.metric_pa
 all that apply). ``fairness_regret``, ``reward_regret`` and ``group_fairness_regret`` need a merit
 (component ``FairXRegrets``):
 
-- ``fairness_regret``  FR_T = sum_t ||pi*_t - pi_t||_1                          (FairX Eq. 2 / 6)
-- ``reward_regret``    RR_T = sum_t (pi*_t - pi_t) . mu_t (can be negative)      (FairX Eq. 1 / 5)
-- ``regret``           sum_t (max_a mu_t,a - pi_t . mu_t), the conventional pseudo-regret
+- ``fairness_regret``  :math:`\mathrm{FR}_T = \sum_t \lVert \pi^*_t - \pi_t \rVert_1` (FairX Eq. 2 / 6)
+- ``reward_regret``    :math:`\mathrm{RR}_T = \sum_t (\pi^*_t - \pi_t) \cdot \mu_t` (can be negative; FairX Eq. 1 / 5)
+- ``regret``           :math:`\sum_t (\max_a \mu_{t,a} - \pi_t \cdot \mu_t)`, the conventional pseudo-regret
 - ``reward``           the realized reward
 - ``exposure`` [arm]   sum_t pi_t(a);  ``pulls`` [arm]: pull counts
 - ``group_exposure`` [group]  sum_t sum_{a in g} pi_t(a);  ``group_pulls`` [group];

@@ -366,6 +366,19 @@ def write_results(ds, path: str | os.PathLike) -> Path:
     bayesfair.core._atomic.WriteError
         (an ``OSError``) The file could not be written (disk full, read-only folder, ...): the
         message names it and the free space; the previous file is intact.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import bayesfair as bf
+    >>> ds = bf.simulate(0, bf.bernoulli_arms([0.3, 0.7]), {"uniform": bf.uniform()}, horizon=50, runs=2,
+    ...                  merit=bf.merit.exponential(1.0), checkpoints=[50])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = bf.write_results(ds, Path(folder) / "study.nc")
+    ...     back = bf.read_results(path)                 # checksum verified
+    ...     print(path.name, bool((back["regret"] == ds["regret"]).all()))
+    study.nc True
     """
     import xarray as xr
 
@@ -572,6 +585,15 @@ def tidy(ds):
     drops straight into seaborn. Sweep results (:mod:`bayesfair.workflow.sweep`) have one more
     column per swept key, first; the rows a point does not have (NaN padding where points differ
     in runs or checkpoints) are left out.
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> ds = bf.simulate(0, bf.bernoulli_arms([0.3, 0.7]), {"uniform": bf.uniform()}, horizon=50, runs=2,
+    ...                  merit=bf.merit.exponential(1.0), checkpoints=[25, 50])
+    >>> frame = bf.tidy(ds)
+    >>> len(frame), list(frame.columns[:4])
+    (4, ['policy', 'run', 'checkpoint', 'fairness_regret'])
     """
     import xarray as xr
 

@@ -115,7 +115,14 @@ def as_key(key: Any) -> jax.Array:
 
 
 def checkpoint_grid(horizon: int, n: int = 100) -> np.ndarray:
-    """About ``n`` checkpoint rounds in [1, T]: half log-spaced, half evenly spaced, T included."""
+    """About ``n`` checkpoint rounds in [1, T]: half log-spaced, half evenly spaced, T included.
+
+    Examples
+    --------
+    >>> import bayesfair as bf
+    >>> bf.checkpoint_grid(1000, 5).tolist()
+    [1, 333, 667, 1000]
+    """
     horizon = positive_int("horizon", horizon)
     n = positive_int("n", n)
     if n - n // 2 >= horizon:  # the evenly spaced half alone hits every round: the grid is 1..T
@@ -979,6 +986,23 @@ def simulate(
         A policy does not fit the environment, or a run's means lie outside the merit's domain.
     SimulationError
         A policy produced an invalid selection distribution or reward, or a metric became non-finite.
+
+    Examples
+    --------
+    Two policies, four runs of 500 rounds on three Bernoulli arms; the fair policy has the smaller
+    fairness regret:
+
+    >>> import bayesfair as bf
+    >>> merit = bf.merit.exponential(4.0)
+    >>> env = bf.bernoulli_arms([0.2, 0.5, 0.8])
+    >>> policies = {"FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), merit), "TS": bf.thompson(bf.beta_bernoulli())}
+    >>> ds = bf.simulate(0, env, policies, horizon=500, runs=4, merit=merit,
+    ...                  checkpoints=bf.checkpoint_grid(500, 5))
+    >>> dict(ds.sizes)
+    {'policy': 2, 'run': 4, 'checkpoint': 4, 'group': 1, 'arm': 3}
+    >>> final = ds["fairness_regret"].isel(checkpoint=-1).mean("run")
+    >>> bool(final.sel(policy="FairX-TS") < final.sel(policy="TS"))
+    True
     """
     enable_persistent_cache()  # before anything compiles (once per process; bayesfair.core._compile)
     key = as_key(key)

@@ -147,6 +147,34 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
     Study or Sweep
         A :class:`Study`, or a :class:`bayesfair.workflow.sweep.Sweep` when the file has a ``[sweep]`` table;
         both have ``.run(progress=...)`` and ``.execute(...)``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import bayesfair as bf
+    >>> config = '''
+    ... runs = 4
+    ... horizon = 200
+    ... [merit]
+    ... name = "exponential"
+    ... c = 4.0
+    ... [environment]
+    ... name = "bernoulli_arms"
+    ... means = [0.2, 0.8]
+    ... [policies.TS]
+    ... name = "thompson"
+    ... posterior = "beta_bernoulli"
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "tiny.toml"
+    ...     _ = path.write_text(config)
+    ...     study = bf.load_config(path, ["runs=2"])     # an override, as the CLI's --set
+    >>> study.name, study.config["runs"], list(study.policies)
+    ('tiny', 2, ['TS'])
+    >>> ds = study.run()
+    >>> ds.sizes["run"]
+    2
     """
     raw = _read_toml(path)
     set_keys = []
