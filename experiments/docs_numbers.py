@@ -10,7 +10,7 @@ Usage::
     BAYESFAIR_DATA=../shared/data python experiments/docs_numbers.py c-sweep
     python experiments/docs_numbers.py c-sweep --results runs/csweep/fairx_yeast_c_sweep.nc  # from a run
 
-``c-sweep``: ``experiments/configs/fairx_yeast_c_sweep.toml`` (FairX-UCB, FairX-TS and FairX-EG on
+``c-sweep``: the shipped config ``fairx_yeast_c_sweep`` (FairX-UCB, FairX-TS and FairX-EG on
 yeast, 10 runs x 20,000 rounds, c in {1, 2, 4, 6, 8, 10}); the table shows c = 1, 4 and 10, the
 figure all six points (``bayesfair report``'s sweep figure).
 """
@@ -24,11 +24,12 @@ from pathlib import Path
 import bayesfair  # noqa: F401  (before jax: exposes one CPU device per core)
 from bayesfair import plotting
 from bayesfair.simulation.results import SCALAR_METRICS, read_results, write_text
+from bayesfair.workflow import shipped
 from bayesfair.workflow.config import load_config
 from bayesfair.workflow.report import sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
-C_SWEEP_CONFIG = ROOT / "experiments" / "configs" / "fairx_yeast_c_sweep.toml"
+C_SWEEP_CONFIG = shipped.config_path("fairx_yeast_c_sweep")
 C_SWEEP_TABLE = ROOT / "docs" / "tables" / "workflow_c_sweep.md"
 C_SWEEP_FIGURE = ROOT / "docs" / "figures" / "workflow_c_sweep.png"
 C_SWEEP_SHOWN = (1.0, 4.0, 10.0)  # the table's c values (the figure has every point)
