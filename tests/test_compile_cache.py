@@ -248,8 +248,8 @@ def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     state = post.init(7)
     for a, r in zip(arm, reward, strict=True):
         state = post.update(state, Outcome(np.float32(r), arm=np.int32(a)))
-    for call in (lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=37),
-                 lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=41,
+    for call in (lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=36),
+                 lambda: diagnostics.from_posterior(post, state, merit=exp4, n_draws=44,
                                                     observations={"arm": arm, "reward": reward})):
         on.clear()
         with _backend_compiles(on) as events, _backend_compiles(inside) as in_block:

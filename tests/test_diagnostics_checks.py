@@ -69,7 +69,7 @@ def test_pointwise_loglik_matches_scipy(family, seed):
     assert MODEL_GROUPS <= set(tree.children)
     n = obs["reward"].size
     ll = tree["log_likelihood"].dataset["reward"]
-    assert ll.dims == ("chain", "draw", "obs") and ll.shape == (1, 200, n)
+    assert ll.dims == ("chain", "draw", "obs") and ll.shape == (4, 50, n)
     post_ds = tree["posterior"].dataset
     draws = {k: post_ds[k].values[0] for k in post.observation.dims}
     np.testing.assert_allclose(ll.values[0], _expected_loglik(family, draws, obs), rtol=1e-9, atol=1e-12)
@@ -150,7 +150,7 @@ def test_linear_family_keeps_the_pulled_arms():
     arms = rng.integers(0, K, 40)
     y = contexts[arms] @ np.array([0.5, -0.2, 0.1]) + rng.normal(0, 0.7, 40)
     state = fit_linear(post, contexts[arms], y)
-    tree = dg.from_posterior(post, state, observations={"arm": arms, "x": contexts[arms], "reward": y}, n_draws=50,
+    tree = dg.from_posterior(post, state, observations={"arm": arms, "x": contexts[arms], "reward": y}, n_draws=48,
                              contexts=contexts)
     const = tree["constant_data"].dataset
     np.testing.assert_array_equal(const["pulled_arm"].values, arms)
@@ -203,11 +203,11 @@ def test_observation_errors():
     big = fit(post, 4, arms, r)
     with pytest.raises(ValueError, match=r"do not reproduce the posterior state: refitting 'beta_bernoulli' to the "
                                          r"3,999 observations"):
-        dg.from_posterior(post, big, observations={"arm": arms[:-1], "reward": r[:-1]}, n_draws=10)
+        dg.from_posterior(post, big, observations={"arm": arms[:-1], "reward": r[:-1]}, n_draws=12)
     assert "log_likelihood" in dg.from_posterior(post, big, observations={"arm": arms, "reward": r},
-                                                 n_draws=10).children
+                                                 n_draws=12).children
     tree = dg.from_posterior(post, state, observations={"arm": obs["arm"], "reward": 1.0 - obs["reward"]},
-                             check_observations=False, n_draws=10)
+                             check_observations=False, n_draws=12)
     assert "log_likelihood" in tree.children
     lin, lstate, lobs = _instance("linear_known_variance", 0)
     with pytest.raises(ValueError, match=r"observations\['x'\] must be \[N="):

@@ -128,3 +128,31 @@ def test_notebook_executes(name, files, kernel_env):
     assert not errors, f"{name}: {errors}"
     assert images >= 1, f"{name} rendered no figure"
     print(f"{name}: {code_cells} code cells, {images} figures, {seconds:.1f} s")
+
+
+DISPLAY_CELLS = [
+    "import bayesfair as bf\nfrom bayesfair import diagnostics as dg\nfrom bayesfair import plotting\n"
+    "merit = bf.merit.exponential(2.0)\npost = bf.beta_bernoulli()\n"
+    "ds, states = dg.simulate_with_states(0, bf.bernoulli_arms([0.3, 0.6, 0.7]), {'TS': bf.fairx_ts(post, merit)}, "
+    "30, 2, merit=merit)\ntree = dg.from_simulation(ds, states, 'TS', post, merit=merit, n_draws=200)",
+    "plotting.plot_regret(ds)",                      # the cell's value: shown once
+    "fig = plotting.plot_exposure(ds)",             # assigned, not displayed: not shown
+    "fig",                                           # displayed: once
+    "plotting.plot_merit_exposure(tree)\nplotting.plot_exposure_over_time(ds, 'TS', tree=tree)",  # the last: once
+    "plt = plotting.pyplot()\nf, ax = plt.subplots()\n_ = plotting.plot_merit_exposure(tree, ax=ax)",  # pyplot's own
+]
+DISPLAY_IMAGES = [0, 1, 0, 1, 1, 1]
+
+
+def test_figures_are_displayed_once_in_an_executed_notebook(kernel_env):
+    """bayesfair.plotting figures in a real kernel with the inline backend: a figure returned as a
+    cell's value is displayed once (not again by the backend's end-of-cell display of pyplot's
+    figures), an assigned one not at all, and a figure the user made with pyplot still shows."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in DISPLAY_CELLS])
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "bayesfair test kernel", "language": "python"}
+    NotebookClient(nb, kernel_name=KERNEL, timeout=600, allow_errors=False).execute()
+    images = [sum("image/png" in out.get("data", {}) for out in cell.outputs) for cell in nb.cells]
+    assert images == DISPLAY_IMAGES, f"image outputs per cell {images}, expected {DISPLAY_IMAGES}"

@@ -42,9 +42,12 @@ model-checking groups ``log_likelihood``, ``posterior_predictive``, ``observed_d
 (:mod:`bayesfair.diagnostics.gap`) aggregates the posterior of pi* - share over the runs of a
 study.
 
-R-hat and ESS are omitted for exact draws (conjugate samplers, or the MCMC fallback's prior draws
-before its first refresh): the draws are independent, so R-hat is 1 and the ESS is the number of
-draws by construction. ``tree.attrs`` records the source (``"exact"``, ``"prior"``, ``"mcmc"``),
+R-hat and ESS are not stored for exact draws (conjugate samplers, or the MCMC fallback's prior
+draws before its first refresh): the draws are independent, so R-hat is 1 and the ESS is the
+number of draws by construction. A conjugate state's exact draws are arranged as 4 chains of
+``n_draws / 4`` (``chains=``; independent draws split into chains are a valid multi-chain
+sample), so ArviZ's own ``az.summary`` (R-hat ~ 1), ``az.rhat``, ``az.ess`` and ``az.plot_rank``
+work on the tree as on an MCMC one. ``tree.attrs`` records the source (``"exact"``, ``"prior"``, ``"mcmc"``),
 the merit, the posterior family and, with results, the policy, run and round.
 
 :func:`summary` is ArviZ's summary of the posterior group plus the exposure columns. The plots

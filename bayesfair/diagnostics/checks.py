@@ -13,13 +13,15 @@ the Normal-Inverse-Gamma families) and returns the ArviZ 1.x groups
 ``prior``              the same variables drawn from the family's prior (its ``init`` state)
 ``prior_predictive``   ``reward`` [chain, draw, obs] under the prior draws
 
-The draws are exact and independent: one chain (splitting them into pseudo-chains would add
-nothing, R-hat is 1 by construction). :func:`prior_posterior_view` is the tree for ArviZ's
-``plot_prior_posterior``, which stacks prior and posterior along a dimension it calls ``group``
-and so fails on a tree whose variables have a ``group`` dimension (ours: ``pi_star_group``): the
-view renames that dimension ``arm_group``. :func:`observations_from_log` reads one run's
-observations from a per-round log (:class:`bayesfair.workflow.logs.RoundLog` or its DataFrame);
-:func:`fit_from_log` fits a posterior to every run of a log (e.g. for a policy without one).
+The draws are exact and independent, arranged as ``chains`` chains (4 by default,
+:func:`~bayesfair.diagnostics.inputs.as_chains`: a valid multi-chain sample, so ArviZ's R-hat is
+~1 and its multi-chain functions accept the tree); every group's ``[chain, draw]`` matches.
+:func:`prior_posterior_view` is the tree for ArviZ's ``plot_prior_posterior``, which stacks prior
+and posterior along a dimension it calls ``group`` and so fails on a tree whose variables have a
+``group`` dimension (ours: ``pi_star_group``): the view renames that dimension ``arm_group``.
+:func:`observations_from_log` reads one run's observations from a per-round log
+(:class:`bayesfair.workflow.logs.RoundLog` or its DataFrame); :func:`fit_from_log` fits a
+posterior to every run of a log (e.g. for a policy without one).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 
 from bayesfair.core._compile import caches_small_programs
 from bayesfair.core._validate import integer_indices
+from bayesfair.diagnostics.inputs import EXACT_CHAINS, as_chains, check_chains
 from bayesfair.posteriors.base import Outcome, PosteriorFamily, fit_outcomes
 
 __all__ = ["model_check", "observations_from_log", "fit_from_log", "prior_posterior_view", "OBS_DIM",
@@ -224,10 +227,10 @@ def _draw_many(fn: Callable) -> Callable:
     return jax.jit(jax.vmap(fn, in_axes=(0, None)))
 
 
-def joint_draws(posterior: PosteriorFamily, state: Any, keys: jax.Array) -> dict[str, np.ndarray]:
-    """Joint draws ``{name: [1, n_draws, ...]}`` of the likelihood's parameters (one chain)."""
+def joint_draws(posterior: PosteriorFamily, state: Any, keys: jax.Array, chains: int = 1) -> dict[str, np.ndarray]:
+    """Joint draws ``{name: [chains, n_draws / chains, ...]}`` of the likelihood's parameters, one per key."""
     draws = _vmapped(posterior.observation.draw, _draw_many)(keys, state)
-    return {k: np.asarray(v, np.float64)[None] for k, v in draws.items()}
+    return as_chains(draws, chains)
 
 
 def _loglik_many(fn: Callable) -> Callable:
@@ -256,6 +259,7 @@ def _pointwise(posterior: PosteriorFamily, draws: Mapping[str, np.ndarray], obs:
 
 @caches_small_programs
 def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, key: jax.Array, n_draws: int,
+                chains: int = EXACT_CHAINS,
                 check: bool = True) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, Any]]:
     """``(posterior_draws, prior_draws, groups)``: joint draws of the likelihood's parameters
     from ``state`` (keys ``split(key, n_draws)``, so the family's own variables equal
@@ -280,12 +284,13 @@ def model_check(posterior: PosteriorFamily, state: Any, observations: Any, *, ke
                          f"entries, more than {MAX_LOGLIK_ENTRIES:,}: use fewer draws (n_draws=)")
     if check:
         _check_reproduces(posterior, state, size, obs)
-    post = joint_draws(posterior, state, jax.random.split(key, n_draws))
+    chains = check_chains(n_draws, chains)
+    post = joint_draws(posterior, state, jax.random.split(key, n_draws), chains)
     prior_state = posterior.init(size)
-    prior = joint_draws(posterior, prior_state, jax.random.split(jax.random.fold_in(key, 1), n_draws))
+    prior = joint_draws(posterior, prior_state, jax.random.split(jax.random.fold_in(key, 1), n_draws), chains)
     loglik, post_rep = _pointwise(posterior, post, obs, jax.random.fold_in(key, 2))
     _, prior_rep = _pointwise(posterior, prior, obs, jax.random.fold_in(key, 3))
-    sample = {"chain": np.arange(1), "draw": np.arange(n_draws)}
+    sample = {"chain": np.arange(chains), "draw": np.arange(n_draws // chains)}
     obs_coord = {OBS_DIM: obs["round"]}
     dims3 = ("chain", "draw", OBS_DIM)
 

@@ -119,7 +119,7 @@ def exposure_gap(results: Any, states: Mapping[str, Any], policy: str, posterior
         obs = observed_exposure(results, policy=policy, run=r)
         first = first or obs
         draws, _, _ = posterior_draws(posterior, run_state(states, policy, r), key=jax.random.fold_in(base, r),
-                                      n_draws=n_draws)
+                                      n_draws=n_draws, chains=1)  # pooled over runs, no chains
         _add_mu_from_theta(draws, contexts, link)
         if "mu" not in draws:
             raise ValueError("the posterior has no mu draws: give contexts= for a linear family")

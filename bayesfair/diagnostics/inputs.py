@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from bayesfair.core._validate import arm_groups
+from bayesfair.core._validate import arm_groups, positive_int
 
-__all__ = ["observed_exposure"]
+__all__ = ["observed_exposure", "EXACT_CHAINS", "as_chains", "check_chains"]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -53,6 +53,39 @@ def _normalize_draws(draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
             raise ValueError(f"draws[{k!r}] has shape {v.shape}; every variable needs the same leading "
                              f"[chain, draw] = {list(lead)} shape")
     return arrays
+
+
+#: Chains that the independent exact draws of a conjugate posterior are arranged in (see
+#: :func:`as_chains`): enough for ArviZ's multi-chain functions (R-hat, rank plots), few enough that
+#: every chain keeps hundreds of draws at the default 1,000.
+EXACT_CHAINS = 4
+
+
+def check_chains(n_draws: int, chains: Any) -> int:
+    """``chains`` validated: a positive integer that divides ``n_draws`` (the chains have equal lengths)."""
+    chains = positive_int("chains", chains)
+    if n_draws % chains:
+        lower, upper = n_draws - n_draws % chains, n_draws + chains - n_draws % chains
+        raise ValueError(f"n_draws={n_draws} must be a multiple of chains={chains} (the independent draws are split "
+                         f"into {chains} chains of equal length): use n_draws={lower or upper} or {upper}, or chains=1")
+    return chains
+
+
+def as_chains(flat: Mapping[str, Any], chains: int) -> dict[str, np.ndarray]:
+    """Independent draws ``{name: [n, ...]}`` arranged as ``chains`` chains ``[chains, n / chains, ...]``.
+
+    Chain c holds draws c n/chains, ..., (c + 1) n/chains - 1, in their order (a reshape: the
+    draws, and so every mean or quantile over them, are unchanged). Independent draws split into
+    chains are a valid multi-chain sample of the same distribution: ArviZ's R-hat is 1 up to
+    Monte Carlo error (it compares the chains' halves, which have the same distribution), its
+    ESS is about n, and its multi-chain functions (``az.summary``, ``az.rhat``, ``az.plot_rank``)
+    accept the tree, which with one chain they do not (R-hat NaN, rank plots fail).
+    """
+    out = {}
+    for name, value in flat.items():
+        arr = np.asarray(value, np.float64)
+        out[name] = arr.reshape(chains, arr.shape[0] // chains, *arr.shape[1:])
+    return out
 
 
 def _labels_from(group_of_arm: Any, n_arms: int) -> np.ndarray:

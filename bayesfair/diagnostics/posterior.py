@@ -24,6 +24,7 @@ from bayesfair.diagnostics.checks import (
     observations_from_log,
     prior_posterior_view,
 )
+from bayesfair.diagnostics.inputs import EXACT_CHAINS, as_chains, check_chains
 from bayesfair.diagnostics.tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
 from bayesfair.inference.fitting import Fit, GroupBiasData, NutsFit
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
@@ -97,8 +98,8 @@ def _named_draws(posterior: PosteriorFamily, value: Any) -> dict[str, Any]:
 
 
 @caches_small_programs
-def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
-                    n_draws: int = 1000) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, str]:
+def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0, n_draws: int = 1000,
+                    chains: int = EXACT_CHAINS) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, str]:
     """Draws of one run's posterior: ``(draws, sample_stats, source)``.
 
     - MCMC fallback state after at least one refresh: every stored sample ``[chain, draw, ...]``
@@ -106,7 +107,11 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
     - MCMC fallback state before its first refresh: its exact prior draws; source ``"prior"``.
     - Conjugate state: ``n_draws`` independent exact draws of the family's variables
       (``posterior.dims``: ``mu`` per arm, ``theta`` for linear posteriors, ``beta_bar``/``beta``/
-      ``psi`` for the group-bias model), as one chain; source ``"exact"``.
+      ``psi`` for the group-bias model), from the keys ``split(key, n_draws)``, arranged as
+      ``chains`` chains of ``n_draws / chains`` draws (default 4: independent draws split into
+      chains are a valid multi-chain sample, so ArviZ's ``summary`` gives R-hat ~ 1 and
+      ``plot_rank`` works; see :func:`~bayesfair.diagnostics.inputs.as_chains`); source ``"exact"``.
+      ``n_draws`` must be a multiple of ``chains`` (``chains=1``: one chain).
 
     ``state`` must be a single run's posterior state (see :func:`run_state`,
     :func:`posterior_state`).
@@ -131,6 +136,7 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
         }
         return samples, stats, "mcmc"
     n_draws = positive_int("n_draws", n_draws)
+    chains = check_chains(n_draws, chains)
     keys = jax.random.split(as_key(key, "key"), n_draws)
     try:
         mean = _named_draws(posterior, posterior.mean(state))
@@ -141,13 +147,13 @@ def posterior_draws(posterior: PosteriorFamily, state: Any, *, key: Any = 0,
             raise ValueError(f"state holds several runs (posterior mean of {name!r} has shape {np.shape(value)}): "
                              "select one with run_state(states, policy, run)")
     x = _vmapped(posterior.sample, _draw_many)(keys, state)  # compiled once per family
-    return {k: np.asarray(v, np.float64)[None] for k, v in _named_draws(posterior, x).items()}, None, "exact"
+    return as_chains(_named_draws(posterior, x), chains), None, "exact"
 
 
 @caches_small_programs
 def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Callable | None = None,
-                   key: Any = 0, n_draws: int = 1000, observations: Any = None, check_observations: bool = True,
-                   **kwargs: Any):
+                   key: Any = 0, n_draws: int = 1000, chains: int = EXACT_CHAINS, observations: Any = None,
+                   check_observations: bool = True, **kwargs: Any):
     """:func:`posterior_tree` of one run's posterior state (conjugate or MCMC fallback).
 
     ``observations``: what the state was updated with, ``{"arm": [N], "reward": [N]}`` for a
@@ -167,7 +173,9 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     bi-level policy's: its posterior state and group membership are used). Without
     ``group_of_arm``, the groups come from the policy state or the posterior's
     ``params["group_of_arm"]`` (hierarchical and group-bias models), else from the results. The
-    draws' dimension names come from ``posterior.dims``. Other keyword arguments go to
+    draws' dimension names come from ``posterior.dims``. A conjugate state's ``n_draws`` exact
+    draws (and the model-checking groups' draws) are ``chains`` chains of ``n_draws / chains``
+    independent draws (:func:`posterior_draws`). Other keyword arguments go to
     :func:`posterior_tree`.
 
     Examples
@@ -193,8 +201,8 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
             kwargs["group_of_arm"] = labels
     if observations is not None:
         return _from_posterior_checked(posterior, state, observations, merit=merit, key=key, n_draws=n_draws,
-                                       check=check_observations, **kwargs)
-    draws, stats, source = posterior_draws(posterior, state, key=key, n_draws=n_draws)
+                                       chains=chains, check=check_observations, **kwargs)
+    draws, stats, source = posterior_draws(posterior, state, key=key, n_draws=n_draws, chains=chains)
     extra: dict[str, Any] = {"posterior": posterior.name}
     if source == "mcmc" or source == "prior":
         st = posterior_state(state)
@@ -207,7 +215,7 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
 
 
 def _from_posterior_checked(posterior: PosteriorFamily, state: Any, observations: Any, *, merit: Any, key: Any,
-                            n_draws: int, check: bool, **kwargs: Any):
+                            n_draws: int, chains: int, check: bool, **kwargs: Any):
     """:func:`from_posterior` with the model-checking groups (conjugate states only)."""
     if not is_posterior(posterior):
         raise TypeError(f"posterior must be a bayesfair posterior family, got {posterior!r}")
@@ -216,7 +224,8 @@ def _from_posterior_checked(posterior: PosteriorFamily, state: Any, observations
         raise ValueError("observations (model-checking groups) need a conjugate posterior state; the MCMC "
                          "fallback's draws are not joint draws of an observation model")
     n_draws = positive_int("n_draws", n_draws)
-    post, prior, groups = model_check(posterior, st, observations, key=as_key(key, "key"), n_draws=n_draws, check=check)
+    post, prior, groups = model_check(posterior, st, observations, key=as_key(key, "key"), n_draws=n_draws,
+                                      chains=check_chains(n_draws, chains), check=check)
     extra: dict[str, Any] = {"posterior": posterior.name, "observations": int(groups["observed_data"].sizes["obs"])}
     extra.update(kwargs.pop("attrs", None) or {})
     dims = {k: list(v) for k, v in posterior.observation.dims.items()}
@@ -327,8 +336,8 @@ def simulate_with_states(key: Any, env: Any, policies: Mapping[str, Any], horizo
 
 
 def from_simulation(results: Any, states: Mapping[str, Any], policy: str, posterior: PosteriorFamily,
-                    *, merit: Merit | Callable, run: int = 0, key: Any = 0, n_draws: int = 1000, log: Any = None,
-                    **kwargs: Any):
+                    *, merit: Merit | Callable, run: int = 0, key: Any = 0, n_draws: int = 1000,
+                    chains: int = EXACT_CHAINS, log: Any = None, **kwargs: Any):
     """Diagnostics of one run of one policy of a simulation.
 
     ``results, states = simulate_with_states(...)``; ``posterior`` is the family the policy was
@@ -344,8 +353,8 @@ def from_simulation(results: Any, states: Mapping[str, Any], policy: str, poster
         if kwargs.get("observations") is not None:
             raise ValueError("give either log= or observations=, not both")
         kwargs["observations"] = observations_from_log(log, policy, run, contexts=kwargs.get("contexts"))
-    return from_posterior(posterior, st, merit=merit, key=key, n_draws=n_draws, exposure=results, policy=policy,
-                          run=run, **kwargs)
+    return from_posterior(posterior, st, merit=merit, key=key, n_draws=n_draws, chains=chains, exposure=results,
+                          policy=policy, run=run, **kwargs)
 
 
 # --------------------------------------------------------------------------- summary

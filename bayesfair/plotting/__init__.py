@@ -2,6 +2,15 @@
 
 :mod:`.figures` draws results (regret, exposure, sweeps) and diagnostics trees (merit and exposure
 forests, exposure over time, psi); :mod:`.gap` the exposure-gap forest.
+
+Every ``plot_*`` function returns a matplotlib Figure. In a notebook (IPython's inline backend,
+Jupyter's default) the returned figure is displayed once, as the cell's value: it is closed from
+pyplot before it is returned, so the backend's end-of-cell display does not show it a second
+time (assign it and it is not shown; ``display(fig)`` shows it). In a script (Agg or an
+interactive backend) the figure stays registered with pyplot: ``plt.show()`` shows it and
+:func:`save_figure` writes and closes it. :func:`pyplot` is the public way to reach
+``matplotlib.pyplot`` with the package's backend rule; :func:`returns_figure` gives a figure
+function of your own the same notebook behaviour.
 """
 
 from bayesfair.plotting.figures import (
@@ -16,12 +25,14 @@ from bayesfair.plotting.figures import (
     plot_regret,
     plot_sweep,
     pyplot,
+    returns_figure,
     save_figure,
 )
 from bayesfair.plotting.gap import plot_exposure_gap
 
 __all__ = [
     "pyplot",
+    "returns_figure",
     "plot_regret",
     "plot_exposure",
     "plot_group_exposure",

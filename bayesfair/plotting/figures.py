@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,16 +13,19 @@ import numpy as np
 from bayesfair.core._atomic import atomic_write
 from bayesfair.simulation.metric_parts import METRIC_NAMES
 
-__all__ = ["pyplot", "plot_regret", "plot_exposure", "plot_group_exposure", "plot_exposure_at", "plot_sweep",
-           "plot_merit_exposure", "plot_exposure_over_time", "plot_psi_forest", "save_figure", "place_legend",
-           "arm_labels"]
+__all__ = ["pyplot", "returns_figure", "plot_regret", "plot_exposure", "plot_group_exposure", "plot_exposure_at",
+           "plot_sweep", "plot_merit_exposure", "plot_exposure_over_time", "plot_psi_forest", "save_figure",
+           "place_legend", "arm_labels"]
+
+
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 
 def pyplot():
     """matplotlib.pyplot, with the Agg backend unless an interactive or inline backend is in use."""
     import matplotlib
 
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+    if matplotlib.get_backend().lower() not in ("agg", INLINE_BACKEND):
         try:
             matplotlib.use("Agg")
         except Exception:  # an interactive backend already in use: keep it
@@ -27,6 +33,46 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _inline_backend() -> bool:
+    """Whether IPython's inline backend (Jupyter's default) draws pyplot's figures."""
+    import matplotlib
+
+    return matplotlib.get_backend().lower() == INLINE_BACKEND
+
+
+def _release(fig: Any) -> None:
+    """Close ``fig`` from pyplot and give it an Agg canvas of its own (closing leaves a bare canvas
+    that cannot be drawn): a complete Figure that no figure manager displays."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    pyplot().close(fig)
+    FigureCanvasAgg(fig)
+
+
+def returns_figure(fn: Callable) -> Callable:
+    """Mark ``fn`` as a figure function: the Figure it returns is displayed once in a notebook.
+
+    A notebook displays a cell's value, and IPython's inline backend also displays, at the end of
+    the cell, every figure still registered with pyplot: a returned pyplot figure appeared twice.
+    Under the inline backend the figure ``fn`` made is therefore closed from pyplot before it is
+    returned (it stays a complete Figure: the cell's value, ``display(fig)``, ``fig.savefig``
+    and :func:`save_figure` work; assigned and not displayed, it is not shown). Under every other
+    backend it stays registered, so a script's ``plt.show()`` shows it. A figure drawn into the
+    caller's axes (``ax=``) is the caller's and is left alone.
+    """
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any):
+        fig = fn(*args, **kwargs)
+        given_ax = signature.bind(*args, **kwargs).arguments.get("ax") is not None
+        if not given_ax and _inline_backend():
+            _release(fig)
+        return fig
+
+    return wrapper
 
 
 def _compact_rounds(ax) -> None:
@@ -149,6 +195,7 @@ def _band_label(band: tuple[float, float]) -> str:
     return f"{100 * band[0]:.4g}-{100 * band[1]:.4g}%"
 
 
+@returns_figure
 def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[float, float] = (0.1, 0.9),
                 logx: bool = False, scale: str = "auto"):
     """Cumulative regret over rounds: mean over runs with a quantile band, one panel per metric.
@@ -168,26 +215,51 @@ def plot_regret(ds: Any, metrics: tuple[str, ...] | None = None, band: tuple[flo
     if missing:
         raise ValueError(f"the results have no {missing} (variables: {list(ds.data_vars)})")
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
     t = ds["checkpoint"].values
+    names = [str(p) for p in ds["policy"].values]
+    single = t.size == 1  # a line through one point draws nothing: a dot and a bar per policy instead
+    width = max(5.2, 1.1 * len(names) + 1.5) if single else 5.2
+    fig, axes = plt.subplots(1, len(metrics), figsize=(width * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         curves = []
-        for name in ds["policy"].values:
+        for i, name in enumerate(names):
             arr = ds[metric].sel(policy=name).values  # [run, checkpoint]
             mean = arr.mean(axis=0)
             lo, hi = np.quantile(arr, band, axis=0)
-            (line,) = ax.plot(t, mean, label=str(name))
-            ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            if single:
+                _dot_and_band(ax, i, mean[0], lo[0], hi[0], f"C{i % 10}", name)
+            else:
+                (line,) = ax.plot(t, mean, label=name)
+                ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
             curves.append(mean)
-        ax.set_xlabel("round t")
         ax.set_ylabel(_scaled(ax, curves, scale, f"cumulative {_metric_label(metric)}"))
-        if logx:
-            ax.set_xscale("log")
+        if single:
+            _policy_axis(ax, names, int(t[0]))
         else:
-            _compact_rounds(ax)
+            ax.set_xlabel("round t")
+            if logx:
+                ax.set_xscale("log")
+            else:
+                _compact_rounds(ax)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"mean over {ds.sizes['run']} runs, band {_band_label(band)} of runs", fontsize=9)
-    return _finish(fig, [axes[0][-1]], "outside")
+    what = "dot: mean, bar" if single else "band"
+    fig.suptitle(f"mean over {ds.sizes['run']} runs, {what} {_band_label(band)} of runs", fontsize=9)
+    return _finish(fig, [] if single else [axes[0][-1]], "outside")
+
+
+def _dot_and_band(ax: Any, x: float, mean: float, lo: float, hi: float, color: str, label: str) -> None:
+    """One policy's value at a single checkpoint: its mean (dot) and its quantile band over runs (bar)."""
+    ax.vlines(x, lo, hi, color=color, linewidth=7, alpha=0.35)
+    ax.plot([x], [mean], "o", color=color, markersize=7, label=label)
+
+
+def _policy_axis(ax: Any, names: list[str], t: int) -> None:
+    """The x axis of a single-checkpoint figure: one position per policy, the round in the label."""
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center",
+                       fontsize=8)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xlabel(f"policy (the study's one checkpoint: round {t:,})")
 
 
 def arm_labels(ds: Any, compact: bool = False) -> list[str]:
@@ -221,6 +293,7 @@ def _arm_ticks(ax, ds: Any) -> None:
     ax.set_xlabel("arm (mu: its mean" + (", averaged over runs: drawn per run)" if varies else ")"))
 
 
+@returns_figure
 def plot_exposure(ds: Any, checkpoint: int = -1):
     """Average exposure share per arm of every policy next to the optimal fair exposure pi*.
 
@@ -244,6 +317,7 @@ def plot_exposure(ds: Any, checkpoint: int = -1):
     return _finish(fig, [ax], "outside")
 
 
+@returns_figure
 def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
     """Group exposure over rounds against the exposure floors beta_g, one column per group.
 
@@ -262,29 +336,41 @@ def plot_group_exposure(ds: Any, band: tuple[float, float] = (0.1, 0.9)):
     held = None
     if "anytime_slack" in ds:
         held = (ds["anytime_slack"].isel(checkpoint=-1).min("group") >= 0).mean("run").values
-    fig, axes = plt.subplots(2, len(groups), figsize=(4.6 * len(groups) + 1.6, 6.4), squeeze=False,
+    names = [str(p) for p in ds["policy"].values]
+    single = t.size == 1  # a line through one point draws nothing: a dot and a bar per policy instead
+    width = max(4.6, 1.0 * len(names) + 1.2) if single else 4.6
+    fig, axes = plt.subplots(2, len(groups), figsize=(width * len(groups) + 1.6, 6.4), squeeze=False,
                              sharex=True, sharey="row")
     rows = (("group_exposure", "exposure share (1/t) sum pi_s(g)"), ("group_pulls", "pull share N_g,t / t"))
     for r, (var, ylabel) in enumerate(rows):
         for g, ax in enumerate(axes[r]):
-            for i, name in enumerate(ds["policy"].values):
+            for i, name in enumerate(names):
                 arr = ds[var].sel(policy=name).isel(group=g).values / t[None, :]  # [run, checkpoint]
-                label = str(name) + (f" (floors held in {held[i]:.0%} of runs)" if held is not None else "")
+                label = name + (f" (floors held in {held[i]:.0%} of runs)" if held is not None else "")
+                lo, hi = np.quantile(arr, band, axis=0)
+                if single:
+                    _dot_and_band(ax, i, arr.mean(), lo[0], hi[0], f"C{i % 10}", label)
+                    continue
                 (line,) = ax.plot(t, arr.mean(axis=0), label=label, linewidth=1.2)
                 if arr.shape[0] > 1:
-                    lo, hi = np.quantile(arr, band, axis=0)
                     ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
             if floors is not None:
                 ax.axhline(floors[g], color="k", linestyle="--", linewidth=1.2, label="floor beta_g")
-            ax.set_xscale("log")
             ax.grid(alpha=0.3)
             if r == 0:
                 ax.set_title(f"group {groups[g]}" + (f" (floor {floors[g]:g})" if floors is not None else ""),
                              fontsize=10)
+            if single:
+                _policy_axis(ax, names, int(t[0]))
+                if r == 0:
+                    ax.set_xlabel("")
             else:
-                ax.set_xlabel("round t")
+                ax.set_xscale("log")
+                if r == 1:
+                    ax.set_xlabel("round t")
         axes[r][0].set_ylabel(ylabel)
-    fig.suptitle(f"group exposure against the floors: mean over {ds.sizes['run']} runs, band "
+    what = "dot: mean, bar" if single else "band"
+    fig.suptitle(f"group exposure against the floors: mean over {ds.sizes['run']} runs, {what} "
                  f"{_band_label(band)} of runs", fontsize=9)
     return _finish(fig, [axes[0][-1]], "outside")
 
@@ -301,6 +387,7 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     return path
 
 
+@returns_figure
 def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
     """Average exposure share per arm at several rounds (one panel each), next to pi*.
 
@@ -336,6 +423,7 @@ def plot_exposure_at(ds: Any, rounds: Any, title: str | None = None):
     return _finish(fig, [axes[0][-1]], "outside")
 
 
+@returns_figure
 def plot_sweep(table: Any, x: str, metrics: tuple[str, ...] = ("fairness_regret", "reward_regret"),
                logy: bool = False, title: str | None = None, scale: str = "auto"):
     """Final metric vs a swept parameter: one line per policy with +-1 standard-error bars.
@@ -403,6 +491,7 @@ _FOREST_LEVELS = {  # level -> (posterior variable, observed exposure share, pul
 }
 
 
+@returns_figure
 def plot_merit_exposure(tree: Any, level: str = "arm", ci_prob: float = 0.9, ax: Any = None,
                         title: str | None = None):
     """Merit vs exposure forest: the posterior of the fair share next to the share received.
@@ -454,6 +543,7 @@ def plot_merit_exposure(tree: Any, level: str = "arm", ci_prob: float = 0.9, ax:
     return fig
 
 
+@returns_figure
 def plot_exposure_over_time(ds: Any, policy: str, tree: Any = None, level: str = "arm", run: int | None = None,
                             ci_prob: float = 0.9, band: tuple[float, float] = (0.1, 0.9), items: Any = None,
                             ax: Any = None):
@@ -500,12 +590,16 @@ def plot_exposure_over_time(ds: Any, policy: str, tree: Any = None, level: str =
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 4.2))
     fig = ax.figure
+    single = t.size == 1  # a line through one point draws nothing: a dot (and a bar for the runs' band)
     for j, i in enumerate(show):
         name, color = coords[i], f"C{j % 10}"
-        ax.plot(t, share[:, :, i].mean(axis=0), color=color, label=f"{level} {name}")
+        ax.plot(t, share[:, :, i].mean(axis=0), "o" if single else "-", color=color, label=f"{level} {name}")
         if share.shape[0] > 1:
             qlo, qhi = np.quantile(share[:, :, i], band, axis=0)
-            ax.fill_between(t, qlo, qhi, color=color, alpha=0.15, linewidth=0)
+            if single:
+                ax.vlines(t, qlo, qhi, color=color, linewidth=6, alpha=0.3)
+            else:
+                ax.fill_between(t, qlo, qhi, color=color, alpha=0.15, linewidth=0)
         if post is not None:
             ax.axhspan(lo[i], hi[i], color=color, alpha=0.12, linewidth=0)
             ax.axhline(med[i], color=color, linestyle="--", linewidth=0.8)
@@ -519,6 +613,7 @@ def plot_exposure_over_time(ds: Any, policy: str, tree: Any = None, level: str =
     return _finish(fig, [ax], "auto", fontsize=7)
 
 
+@returns_figure
 def plot_psi_forest(tree: Any, var: str = "psi", ci_prob: float = 0.9, ax: Any = None, title: str | None = None):
     """Forest of the group-bias posterior: median and ``ci_prob`` interval of every psi entry.
 

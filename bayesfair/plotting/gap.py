@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesfair.plotting.figures import _free_corner, pyplot
+from bayesfair.plotting.figures import _free_corner, pyplot, returns_figure
 
 __all__ = ["plot_exposure_gap"]
 
@@ -21,6 +21,7 @@ def _row_label(row: Any, mu_varies: bool) -> str:
     return label
 
 
+@returns_figure
 def plot_exposure_gap(gap: Any, levels: tuple[str, ...] = ("arm", "group"), ax: Any = None, title: str | None = None):
     """Forest of the exposure gap pi* - share from :func:`bayesfair.diagnostics.exposure_gap`.
 

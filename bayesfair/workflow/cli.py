@@ -75,7 +75,14 @@ from bayesfair.workflow.config import load_config, parse_override
 from bayesfair.workflow.outputs import OutputError, check_writable
 from bayesfair.workflow.persist import PersistError, StudyInterrupted
 from bayesfair.workflow.registry import ConfigError
-from bayesfair.workflow.report import print_tables, sweep_table, write_figures, write_report
+from bayesfair.workflow.report import (
+    print_tables,
+    prior_check_lines,
+    study_prior_check,
+    sweep_table,
+    write_figures,
+    write_report,
+)
 from bayesfair.workflow.sweep import CONNECT_TIMEOUT, Sweep, check_scheduler_address, close_dask, dask_client
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
@@ -333,6 +340,14 @@ def _describe_study(study: Any) -> str:
     return "\n".join(lines)
 
 
+def _print_prior_check(study: Any, which: str = "") -> None:
+    """--dry-run: the prior check simulate would record (``config["prior_check"]``), said plainly."""
+    lines = prior_check_lines(study_prior_check(study))
+    if lines and which:
+        lines[0] = lines[0].replace("Prior check", f"Prior check {which}", 1)
+    print("\n".join(lines or ["Prior check (Bayesian regret): no policy has a prior (nothing to check)."]))
+
+
 def _hold_in_xla(seconds: float) -> None:
     """Test hook: keep the main thread inside one XLA computation for about ``seconds`` (as a long
     compilation does), where Python signal handlers cannot run."""
@@ -399,6 +414,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"sweep {obj.name}: {len(obj.points)} points over {', '.join(obj.keys)}")
             print(_describe_study(obj.points[0]))
+            _print_prior_check(obj.points[0], "of the first point")
             return EXIT_OK
         client = None
         if args.dask or args.scheduler:
@@ -429,6 +445,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         if obj.config["log"]["enabled"]:
             obj.make_log()  # the log's size and format are checked as the run would check them
         print(_describe_study(obj))
+        _print_prior_check(obj)
         return EXIT_OK
     if not quiet:
         print(_describe_study(obj), file=sys.stderr)

@@ -20,25 +20,91 @@ from pathlib import Path
 from typing import Any
 
 from bayesfair import plotting
+from bayesfair.environments.prior import check_prior_match
 from bayesfair.plotting import arm_labels
 from bayesfair.simulation.metric_parts import METRIC_NAMES
 from bayesfair.simulation.results import SCALAR_METRICS, write_text
 from bayesfair.workflow.outputs import figure_file
 
 __all__ = ["print_tables", "sweep_table", "write_figures", "write_report", "report_frame", "format_cell",
-           "has_groups"]
+           "has_groups", "prior_check_rows", "prior_check_lines", "study_prior_check"]
 
 
 def print_tables(ds: Any) -> None:
     """Print the report's tables of a study's results (``bayesfair demo`` and ``bayesfair simulate``):
     the final cumulative regrets per policy, the group table when the study has groups or floors,
-    and the exposure share per arm, with the column names and ± of :func:`write_report`."""
+    and the exposure share per arm, with the column names and ± of :func:`write_report`; then
+    the prior check (:func:`prior_check_lines`) when the results record one."""
     for heading, header, rows in _display_tables(report_frame(ds), bool(_sweep_keys(ds))):
         widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
         print(f"\n{heading}:")
         for line in (header, *rows):
             print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
                             for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+    lines = prior_check_lines(_config(ds).get("prior_check"))
+    if lines:
+        print()
+        print("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- the prior check
+
+_VERDICTS = (  # prefix of bayesfair.environments.prior.check_prior_match's note -> the verdict shown
+    ("mismatched", "MISMATCH"),
+    ("matched", "matched"),
+    ("fixed instance", "fixed instance"),
+    ("explicit per-run instances", "fixed instances"),
+)
+
+
+def prior_check_rows(notes: Any) -> list[tuple[str, str, str]]:
+    """``(policy, verdict, detail)`` of every note of a prior check (``config["prior_check"]``).
+
+    The verdict is ``"MISMATCH"`` (the instances are not drawn from the policy's prior: its
+    regret is not its Bayesian regret), ``"matched"``, ``"fixed instance"`` or ``"fixed
+    instances"`` (a frequentist regret); the detail is the rest of the note. No notes: ``[]``.
+    """
+    rows = []
+    for policy, note in (notes or {}).items():
+        note = str(note)
+        verdict = next((shown for prefix, shown in _VERDICTS if note.startswith(prefix)), "unknown")
+        detail = note.split(":", 1)[1].strip() if ":" in note else note
+        rows.append((str(policy), verdict, detail))
+    return rows
+
+
+def prior_check_lines(notes: Any) -> list[str]:
+    """The prior check said plainly, one line per Bayesian policy (``[]`` without notes).
+
+    The first line says whether any policy's prior mismatches the distribution the
+    environment draws its instances from, and which; mismatched policies come first.
+    """
+    rows = prior_check_rows(notes)
+    if not rows:
+        return []
+    bad = [p for p, v, _ in rows if v == "MISMATCH"]
+    if bad:
+        head = (f"Prior check (Bayesian regret): MISMATCH for {', '.join(map(repr, bad))}: the environment's "
+                "instances are not drawn from their prior, so their regret is not their Bayesian regret.")
+    else:
+        head = "Prior check (Bayesian regret): no mismatch."
+    order = sorted(rows, key=lambda r: r[1] != "MISMATCH")
+    return [head, *(f"  {p}: {v}: {d}" for p, v, d in order)]
+
+
+def study_prior_check(study: Any) -> dict[str, str]:
+    """The prior check of a study before it runs (``bayesfair simulate --dry-run``): the notes
+    :func:`bayesfair.simulate` would store in ``config["prior_check"]``, its warning silenced
+    (the caller prints the notes)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return check_prior_match(study.env, study.policies).get("prior_check", {})
+
+
+def _config(ds: Any) -> dict[str, Any]:
+    return json.loads(ds.attrs.get("config", "{}"))
 
 
 def has_groups(ds: Any) -> bool:
@@ -276,7 +342,7 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
     """Write ``<stem>.report.md``, ``<stem>.report.html`` (figures linked / embedded) and
     ``<stem>.report.csv`` (the tidy :func:`report_frame`: the same numbers as the tables)."""
-    cfg = json.loads(ds.attrs.get("config", "{}"))
+    cfg = _config(ds)
     study = cfg.get("study", cfg)
     keys = _sweep_keys(ds)
     title = f"bayesfair report: {study.get('name', stem)}"
@@ -296,8 +362,15 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
                                          zip(keys, json.loads(ds.attrs["sweep"])["values"], strict=True))))
     meta.append(("numbers", "regrets are cumulative (summed over the T rounds); ± is the Monte Carlo standard "
                             "error over runs; shares are fractions of the T rounds"))
+    prior_rows = prior_check_rows(cfg.get("prior_check"))
+    if prior_rows:
+        head = prior_check_lines(cfg["prior_check"])[0].split(": ", 1)[1]
+        meta.insert(1 if study.get("description") else 0, ("prior check (Bayesian regret)", head))
     frame = report_frame(ds)
     tables = _display_tables(frame, bool(keys))
+    if prior_rows:
+        tables.append(("Prior check: is each Bayesian policy's prior the distribution the instances are drawn from?",
+                       ["policy", "verdict", "detail"], [list(r) for r in prior_rows]))
     policies = study.get("policies", cfg.get("policies", {}))
     tables.append(("Policies (of the first sweep point)" if keys else "Policies",
                    ["policy", "constructor", "parameters"],
