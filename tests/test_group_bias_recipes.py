@@ -168,7 +168,8 @@ def _adult_frame(n=400, seed=0):
 
 
 def test_adult_table_follows_the_documented_choices():
-    adult = _recipe("adult_group_bias")
+    from bayesfair.workflow.recipes import adult_group_bias as adult
+
     df = _adult_frame()
     df.loc[5, "occupation"] = np.nan  # a row with a missing value is dropped
     table = adult.adult_table("race", df=df)
@@ -265,10 +266,29 @@ def test_recipes_are_listed_and_run_as_scripts(capsys):
     assert cli.main(["fit", "--list", "--models-dir", str(MODELS)]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in RECIPES) and "_group_bias_recipe" not in out
+    assert "  _group_bias " not in out  # the shared module of the shipped recipes is not a recipe
     for name in ("adult_group_bias", "family_income_group_bias"):
         res = subprocess.run([sys.executable, str(MODELS / f"{name}.py"), "--help"], capture_output=True, text=True,
                              cwd=ROOT.parent, timeout=120)
         assert res.returncode == 0 and "--rows" in res.stdout and "--warmup" in res.stdout, res.stderr
+
+
+def test_shipped_recipes_need_no_models_folder(tmp_path, monkeypatch, capsys):
+    """An installed package listed "no recipes in .../site-packages/models" and could not run one;
+    --models-dir after the recipe name was silently handed to the recipe."""
+    monkeypatch.delenv("BAYESFAIR_MODELS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no models/ here
+    assert cli.main(["fit", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in RECIPES) and "sbc_group_bias" in out
+    assert cli.main(["fit", "compas_group_bias", "--help"]) == 0
+    assert "--likelihood" in capsys.readouterr().out
+    for misplaced in (["--models-dir", str(MODELS)], [f"--models-dir={MODELS}"], ["--list"]):
+        assert cli.main(["fit", "compas_group_bias", *misplaced]) == 2
+        assert "put it before RECIPE" in capsys.readouterr().err
+    assert cli.main(["fit", "nope"]) == 2
+    assert "compas_group_bias" in capsys.readouterr().err
+    assert cli.main(["fit", "--models-dir", str(tmp_path / "absent"), "--list"]) == 2
 
 
 def _check_outputs(out, *, rows, groups, d, draws):
