@@ -308,7 +308,7 @@ def _check_outputs(out, *, rows, groups, d, draws):
     assert not list(out.glob(".*"))  # no temp files left behind
 
 
-TINY = ["--rows", "300", "--warmup", "20", "--samples", "20", "--chains", "1"]
+TINY = ["--model", "paper", "--rows", "300", "--warmup", "20", "--samples", "20", "--chains", "1"]
 
 
 @pytest.mark.slow
@@ -332,3 +332,21 @@ def test_recipe_tiny(name, extra, via, groups, d, tmp_path, monkeypatch, capsys)
     assert rc == 0
     assert "posterior of psi (reference group:" in capsys.readouterr().out
     _check_outputs(tmp_path / "out", rows=300, groups=groups, d=d, draws=20)
+
+
+@pytest.mark.slow
+def test_glm_recipe_tiny(tmp_path, monkeypatch, capsys):
+    """The default (--model glm) COMPAS recipe end to end on 300 rows: the estimand, checks and files."""
+    if not RECIPES["compas_group_bias"].exists():
+        pytest.skip(f"data for compas_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    out = tmp_path / "out"
+    assert cli.main(["fit", "compas_group_bias", "--rows", "300", "--warmup", "30", "--samples", "30",
+                     "--chains", "2", "--out", str(out)]) == 0
+    assert "bias estimand" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    est = summary["bias_estimand"]["African-American"]
+    assert summary["likelihood"] == "ordered_logistic" and est["lb"] <= est["mean"] <= est["ub"]
+    assert "not evidence of no bias" in summary["loo"]["reading"] or "predicts better" in summary["loo"]["reading"]
+    for f in ("posterior.nc", "bias_estimand.csv", "prior_predictive.png", "loo_compare.csv"):
+        assert (out / f).exists(), f

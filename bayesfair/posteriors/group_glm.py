@@ -33,8 +33,10 @@ NumPyro's ``Predictive`` draws come from it):
 - ``"binomial"``: y in 0..n_trials, Binomial(n_trials, sigmoid(eta));
 - ``"beta_binomial"``: over-dispersed bounded counts, BetaBinomial(n_trials, p phi, (1 - p) phi),
   p = sigmoid(eta), phi ~ Gamma(2, 0.1);
-- ``"ordered_logistic"``: ordinal y in 0..n_levels-1, cumulative logit with cutpoints (no alpha),
-  cutpoints c_0 ~ N(0, 2.5^2), c_k - c_{k-1} ~ LogNormal(0, 1);
+- ``"ordered_logistic"``: ordinal y in 0..n_levels-1, cumulative logit with cutpoints (no alpha):
+  their centre ~ N(0, 1.5^2) and gaps c_k - c_{k-1} ~ LogNormal(log g, 0.5^2), g the gap of the
+  cutpoints that give every level the same share (logit(j / K), so the prior predictive spreads
+  over the levels instead of piling at the lowest);
 - ``"gaussian"``: N(eta, sigma^2), sigma ~ HalfNormal(y_scale);
 - ``"student_t"``: StudentT(nu, eta, sigma), nu ~ Gamma(2, 0.1) (Juarez and Steel 2010).
 
@@ -59,11 +61,11 @@ GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic",
 class GlmPriors(NamedTuple):
     """Scales of :func:`group_glm_model`'s priors (logit scale; times ``y_scale`` for continuous y)."""
 
-    intercept_sd: float = 2.5
+    intercept_sd: float = 1.5
     shift_sd: float = 1.0
     bucket_sd: float = 1.0
     u_sd: float = 0.5
-    slope_total_sd: float = 1.5
+    slope_total_sd: float = 1.0
 
 
 DEFAULT_GLM_PRIORS = GlmPriors()
@@ -143,9 +145,12 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, *, n_groups:
     if likelihood == "beta_binomial":
         extra["phi"] = numpyro.sample("phi", dist.Gamma(2.0, 0.1))
     elif likelihood == "ordered_logistic":
-        c0 = numpyro.sample("cut0", dist.Normal(0, 2.5))
-        gaps = numpyro.sample("cut_gaps", dist.LogNormal(0, 1).expand([int(n_levels) - 2]).to_event(1))
-        extra["cutpoints"] = numpyro.deterministic("cutpoints", c0 + jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)]))
+        k = int(n_levels)
+        gap = 2.0 * np.log(k - 1.0) / (k - 2)  # equal level shares have cutpoints logit(j / k), spread 2 logit(1 - 1/k)
+        mid = numpyro.sample("cut_mid", dist.Normal(0, 1.5))
+        gaps = numpyro.sample("cut_gaps", dist.LogNormal(np.log(gap), 0.5).expand([k - 2]).to_event(1))
+        raw = jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)])
+        extra["cutpoints"] = numpyro.deterministic("cutpoints", mid + raw - raw.mean())
     elif cont:
         extra["sigma"] = numpyro.sample("sigma", dist.HalfNormal(y_scale))
         if likelihood == "student_t":

@@ -66,7 +66,10 @@ from bayesfair.diagnostics import (
 )
 from bayesfair.inference.fitting import fit, group_bias_data
 from bayesfair.plotting import plot_psi_forest, save_figure
+from bayesfair.posteriors.group_bias import LIKELIHOODS
+from bayesfair.posteriors.group_glm import GLM_LIKELIHOODS
 from bayesfair.simulation.results import write_results, write_text
+from bayesfair.workflow.recipes import _glm as glm_recipe
 
 CI_PROB = 0.9
 
@@ -89,7 +92,7 @@ def form_label(pz: dict) -> str:
 
 
 def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chains: int = 4,
-           target_accept: float = 0.9, likelihood: str = "gaussian",
+           target_accept: float = 0.9, likelihood: str = "gaussian", glm_likelihood: str = "gaussian",
            out: Path | None = None) -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
     p = argparse.ArgumentParser(prog=name, description=doc.strip().splitlines()[0])
@@ -103,8 +106,17 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--target-accept", type=float, default=target_accept,
                    help="NUTS target acceptance probability in (0, 1) (%(default)s; higher: smaller steps, fewer "
                         "divergences)")
-    p.add_argument("--likelihood", choices=("gaussian", "bernoulli", "binomial"), default=likelihood,
-                   help="observation model (default for this data: %(default)s; see the recipe's docstring)")
+    p.add_argument("--model", choices=("glm", "paper"), default="glm",
+                   help="glm (default): the hierarchical GLM of bayesfair.posteriors.group_glm (a level shift with "
+                        "its own prior, a bucket effect shared by the groups); paper: the biased-feedback paper's "
+                        "model (bayesfair.posteriors.group_bias, Eq. 2)")
+    p.add_argument("--likelihood", choices=GLM_LIKELIHOODS, default=None,
+                   help=f"observation model (default for this data: {glm_likelihood} with --model glm, {likelihood} "
+                        "with --model paper; see the recipe's docstring)")
+    p.add_argument("--compare-likelihoods", action="store_true",
+                   help="--model glm: also fit the recipe's other likelihoods and tabulate their checks and LOO")
+    p.add_argument("--min-level-rows", type=int, default=50,
+                   help="--model glm: one-hot levels with fewer rows are merged into an 'other' level (%(default)s)")
     p.add_argument("--parametrization", choices=("auto", "marginal", "coefficients", "centered", "noncentered"),
                    default="auto", help="the NUTS form of the model (%(default)s: marginal for the Gaussian, the "
                                         "coefficient form or the centring rule for the others; see fitting.fit)")
@@ -128,6 +140,11 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--target-accept must be in (0, 1), got {args.target_accept}")
     if args.seed < 0:
         p.error(f"--seed must be >= 0, got {args.seed}")
+    if args.model == "paper" and args.likelihood not in LIKELIHOODS:
+        p.error(f"--likelihood {args.likelihood} is a --model glm likelihood; the paper's model takes one of "
+                f"{', '.join(LIKELIHOODS)}")
+    if args.min_level_rows < 0:
+        p.error(f"--min-level-rows must be >= 0, got {args.min_level_rows}")
     if args.parametrization == "marginal" and args.likelihood != "gaussian":
         p.error(f"--parametrization marginal integrates the coefficients out in closed form, which needs "
                 f"--likelihood gaussian (got {args.likelihood}); use coefficients, centered, noncentered or auto")
@@ -137,7 +154,8 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 #: The files a recipe writes into ``--out``.
-OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv")
+OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv",
+           "bias_estimand.csv", "prior_predictive.png", "calibration.png", "likelihoods.csv")
 
 
 def check_out(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -281,7 +299,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         add_args: Callable[[argparse.ArgumentParser], None] | None = None, title: str | None = None,
         likelihood: str = "gaussian",
         response: Callable[[Any, argparse.Namespace], tuple[Any, Any, str]] | None = None,
-        out: Path | None = None) -> int:
+        out: Path | None = None, glm_likelihood: str = "gaussian", glm_likelihoods: tuple[str, ...] = ()) -> int:
     """Parse ``argv``, build the table with ``build(args) -> (BiasedTable, description)``, fit, write, print.
 
     ``description`` (JSON-friendly) goes into ``summary.json["data"]``; it should name the reward,
@@ -292,16 +310,21 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     """
     import warnings
 
-    p = parser(name, doc, likelihood=likelihood, out=out)
+    p = parser(name, doc, likelihood=likelihood, glm_likelihood=glm_likelihood, out=out)
     if add_args is not None:
         add_args(p)
     args = p.parse_args(argv)
+    if args.likelihood is None:
+        args.likelihood = glm_likelihood if args.model == "glm" else likelihood
     args.default_out = p.get_default("out")  # a recipe may refine the default folder (Adult: per grouping)
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
     table, description = build(args)  # may set the default --out (Adult: one folder per grouping)
     check_out(p, args)
     y, keep, note = (None, None, "the table's reward") if response is None else response(table, args)
+    if args.model == "glm":
+        return glm_recipe.run_glm(args, table, description, y=y, keep=keep, note=note, name=name,
+                                  title=title or name, response=response, likelihoods=glm_likelihoods, t0=t0)
     data = subsample(table, args.rows, args.seed, y=y, keep=keep)
     param = args.parametrization
     if args.centered_psi:

@@ -62,10 +62,13 @@ NUMERIC = ("education-num", "capital-gain", "capital-loss", "hours-per-week")
 ONE_HOT = ("workclass", "marital-status", "occupation")
 
 
-def adult_table(group: str = "sex", *, df: Any = None):
+def adult_table(group: str = "sex", *, df: Any = None, min_level_rows: int = 0):
     """The Adult data as a :class:`~bayesfair.environments.biased.BiasedTable` (choices: module docstring).
 
-    ``df`` defaults to ``load_adult("all")``; rows with a missing value are dropped.
+    ``df`` defaults to ``load_adult("all")``; rows with a missing value are dropped. One-hot levels
+    with fewer than ``min_level_rows`` rows are merged into one ``<column>=other`` level (a rare
+    level is often perfectly separated: ``marital-status=Married-AF-spouse`` has 3 rows, all y = 1);
+    ``info["merged_levels"]`` lists them.
     """
     import pandas as pd  # pandas is heavy at import; only the table needs it
 
@@ -92,17 +95,24 @@ def adult_table(group: str = "sex", *, df: Any = None):
             "log1p(capital-loss)": np.log1p(df["capital-loss"].to_numpy(np.float64)),
             "hours-per-week": df["hours-per-week"].to_numpy(np.float64),
             "native-country=United-States": (df["native-country"] == "United-States").to_numpy(np.float64)}
-    baselines = {}
+    baselines: dict[str, str] = {}
+    merged: dict[str, list[str]] = {}
     for c in ONE_HOT:
         levels = df[c].astype(str)
         counts = levels.value_counts()
+        rare = sorted(counts.index[counts < min_level_rows])
+        if rare:
+            merged[c] = rare
+            levels = levels.where(~levels.isin(rare), "other")
+            counts = levels.value_counts()
         baselines[c] = str(counts.index[0])  # the most frequent level is the baseline
         for level in sorted(counts.index[1:]):
             cols[f"{c}={level}"] = (levels == level).to_numpy(np.float64)
     X = pd.DataFrame(cols)
     info = {"dataset": "adult", "split": "all (adult.data + adult.test), rows with a missing value dropped",
             "reward": "label (income > 50K), 0/1", "group_column": column, "reference": names[0],
-            "bucket_column": "age", "age_cuts": list(AGE_CUTS), "one_hot_baselines": baselines}
+            "bucket_column": "age", "age_cuts": list(AGE_CUTS), "one_hot_baselines": baselines,
+            "min_level_rows": int(min_level_rows), "merged_levels": merged}
     return biased_table(X.to_numpy(), df["label"].to_numpy(np.float64), g, bucket, group_names=names,
                         bucket_names=AGE_BUCKETS, feature_names=list(X.columns), reference=0, info=info)
 
@@ -113,7 +123,7 @@ def _add_args(p) -> None:
 
 
 def build(args):
-    table = adult_table(args.group)
+    table = adult_table(args.group, min_level_rows=args.min_level_rows if args.model == "glm" else 0)
     if args.out == args.default_out:  # the default folder: one per grouping
         args.out = args.out.with_name(f"{NAME}_{args.group}")
     column, names = GROUPS[args.group]
@@ -124,8 +134,8 @@ def build(args):
 
 def response(table, args):
     """The 0/1 label for either likelihood; the binomial (bounded scores) does not apply."""
-    if args.likelihood == "binomial":
-        print("adult_group_bias.py: error: --likelihood binomial is for bounded scores; the income label is 0/1: "
+    if args.likelihood not in ("bernoulli", "gaussian"):
+        print(f"adult_group_bias: error: --likelihood {args.likelihood} is not for a 0/1 outcome: "
               "use bernoulli (default) or gaussian", file=sys.stderr)
         raise SystemExit(2)
     note = "income > 50K, 0/1" + (" (linear probability model)" if args.likelihood == "gaussian" else "")
@@ -135,7 +145,8 @@ def response(table, args):
 def main(argv: list[str] | None = None, *, out: Path | None = None) -> int:
     """Run the recipe (``argv``: its flags; ``out``: the default ``--out``). Returns the exit code."""
     return recipe.run(argv, out=out, name=NAME, doc=__doc__, build=build, add_args=_add_args, title="Adult group bias",
-                      likelihood="bernoulli", response=response)
+                      likelihood="bernoulli", response=response, glm_likelihood="bernoulli",
+                      glm_likelihoods=("bernoulli",))
 
 
 if __name__ == "__main__":

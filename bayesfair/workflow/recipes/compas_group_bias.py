@@ -55,20 +55,23 @@ def build(args):
 def response(table, args):
     """binomial: score - 1 in 0..9, the 6 rows with score -1 dropped; gaussian: the score, all rows."""
     score = np.asarray(table.rewards, np.float64)
-    if args.likelihood == "binomial":
+    if args.likelihood in ("binomial", "beta_binomial", "ordered_logistic"):
         keep = (score >= 1) & (score <= 10)
-        return score - 1, keep, f"v_decile_score - 1 ~ Binomial(9, .); {int((~keep).sum())} rows outside 1..10 dropped"
+        form = {"binomial": "Binomial(9, .)", "beta_binomial": "BetaBinomial(9, .)",
+                "ordered_logistic": "ordered logistic over 0..9"}[args.likelihood]
+        return score - 1, keep, f"v_decile_score - 1 ~ {form}; {int((~keep).sum())} rows outside 1..10 dropped"
     if args.likelihood == "bernoulli":
         print("compas_group_bias.py: error: --likelihood bernoulli needs a 0/1 outcome; v_decile_score is 1..10: "
               "use binomial (default) or gaussian", file=sys.stderr)
         raise SystemExit(2)
-    return score, None, "v_decile_score, Gaussian (Eq. 2)"
+    return score, None, f"v_decile_score, {args.likelihood}"
 
 
 def main(argv: list[str] | None = None, *, out: Path | None = None) -> int:
     """Run the recipe (``argv``: its flags; ``out``: the default ``--out``). Returns the exit code."""
     return recipe.run(argv, out=out, name=NAME, doc=__doc__, build=build, title="COMPAS group bias",
-                      likelihood="binomial", response=response)
+                      likelihood="binomial", response=response, glm_likelihood="ordered_logistic",
+                      glm_likelihoods=("ordered_logistic", "beta_binomial", "binomial"))
 
 
 if __name__ == "__main__":

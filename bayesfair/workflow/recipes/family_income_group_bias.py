@@ -60,22 +60,23 @@ def _add_args(p) -> None:
 
 def response(table, args):
     """log(income / 100,000 PHP) (default) or the income itself, Gaussian."""
-    if args.likelihood != "gaussian":
+    if args.likelihood not in ("gaussian", "student_t"):
         print(f"family_income_group_bias.py: error: --likelihood {args.likelihood} needs a 0/1 or bounded integer "
               "outcome; income is continuous: use gaussian (default)", file=sys.stderr)
         raise SystemExit(2)
     income = np.asarray(table.rewards, np.float64)
     if args.raw_income:
-        return income, None, "income / 100,000 PHP, Gaussian"
+        return income, None, f"income / 100,000 PHP, {args.likelihood}"
     keep = income > 0
-    return np.log(np.where(keep, income, 1.0)), keep, (f"log(income / 100,000 PHP), Gaussian; {int((~keep).sum())} "
-                                                      "rows with income <= 0 dropped")
+    return np.log(np.where(keep, income, 1.0)), keep, (f"log(income / 100,000 PHP), {args.likelihood}; "
+                                                      f"{int((~keep).sum())} rows with income <= 0 dropped")
 
 
 def main(argv: list[str] | None = None, *, out: Path | None = None) -> int:
     """Run the recipe (``argv``: its flags; ``out``: the default ``--out``). Returns the exit code."""
     return recipe.run(argv, out=out, name=NAME, doc=__doc__, build=build, add_args=_add_args,
-                      title="Family income group bias (household head sex)", response=response)
+                      title="Family income group bias (household head sex)", response=response,
+                      glm_likelihood="student_t", glm_likelihoods=("student_t", "gaussian"))
 
 
 if __name__ == "__main__":
