@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from bayesfair.inference.fitting import Fit, fit
+from bayesfair.inference.sbc import SBCProblem
 from bayesfair.posteriors.group_glm import (
     DEFAULT_GLM_PRIORS,
     GlmPriors,
@@ -33,7 +34,8 @@ from bayesfair.posteriors.group_glm import (
     group_glm_model,
 )
 
-__all__ = ["GlmDesign", "bias_estimand", "build_glm", "fit_glm", "glm_design", "glm_tree", "linear_predictor"]
+__all__ = ["SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "fit_glm", "glm_design", "glm_sbc_problem",
+           "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -195,3 +197,35 @@ def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
     tree.attrs.update({"likelihood": design.likelihood, "converged": int(fit_.convergence.converged),
                        "convergence": fit_.convergence.message})
     return tree
+
+
+#: The parameters :func:`glm_sbc_problem` ranks (those the likelihood has).
+SBC_SITES = ("alpha", "delta", "beta", "sigma_bucket", "sigma_u", "s_slope", "cutpoints", "phi", "sigma", "nu")
+
+
+def glm_sbc_problem(design: GlmDesign, *, n_draws: int = 99, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+                    **nuts: Any) -> SBCProblem:
+    """The SBC problem (:func:`bayesfair.inference.sbc.sbc`) of the GLM on ``design``'s group,
+    bucket and X: parameters from the model's prior, ``y`` simulated from them (the model is the
+    specification), the fit :func:`fit_glm` by NUTS with ``nuts`` settings, ``n_draws`` evenly
+    thinned posterior draws of :data:`SBC_SITES` ranked. Use ``sbc(..., vectorize=False)``."""
+    from numpyro.infer import Predictive
+
+    model, args = build_glm(design, priors=priors)
+
+    def prior_draw(key):
+        with jax.enable_x64(True):
+            draw = Predictive(model, num_samples=1)(key, *args[:3], None)
+        return {k: np.asarray(v)[0] for k, v in draw.items() if k in SBC_SITES or k == "y"}
+
+    def simulate(key, theta):
+        del key  # y was drawn with the parameters, from the model itself
+        return np.asarray(theta["y"], np.float64)
+
+    def fit_(y, key):
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        res = fit_glm(design._replace(y=np.asarray(y, np.float64)), priors=priors, seed=seed, warn=False, **nuts)
+        flat = _flat(res, n_draws)
+        return {k: v for k, v in flat.items() if k in SBC_SITES}
+
+    return SBCProblem(prior_draw, simulate, fit_)
