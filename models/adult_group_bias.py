@@ -1,4 +1,4 @@
-"""Adult (UCI census income): the posterior of the group-bias term psi of sex or race, by NUTS.
+"""Adult (UCI census income): group bias in P(income > 50K) by sex or race, by NUTS.
 
 A thin script over :mod:`bayesfair.workflow.recipes.adult_group_bias` (its docstring documents the data, the
 model and the outputs); it writes to ``models/artifacts/`` by default. The same recipe runs from

@@ -1,4 +1,4 @@
-"""COMPAS: the posterior of the societal-bias term psi of the hierarchical group-bias model, by NUTS.
+"""COMPAS: group bias in the violent decile score (African-American vs rest), by NUTS.
 
 A thin script over :mod:`bayesfair.workflow.recipes.compas_group_bias` (its docstring documents the data, the
 model and the outputs); it writes to ``models/artifacts/`` by default. The same recipe runs from

@@ -1,4 +1,4 @@
-"""Family income (Philippines): the posterior of the group-bias term psi of household-head sex, by NUTS.
+"""Family income (Philippines): group bias in log household income by household-head sex, by NUTS.
 
 A thin script over :mod:`bayesfair.workflow.recipes.family_income_group_bias` (its docstring documents the data, the
 model and the outputs); it writes to ``models/artifacts/`` by default. The same recipe runs from

@@ -1,4 +1,11 @@
-"""Adult (UCI census income): the posterior of the group-bias term psi of sex or race, by NUTS.
+"""Adult (UCI census income): group bias in P(income > 50K) by sex or race, by NUTS.
+
+Default ``--model glm`` (bayesfair.posteriors.group_glm; models/README.md): Bernoulli-logit with a
+level shift per non-reference group that has its own prior, the age buckets as an effect shared by
+the groups, one-hot levels with fewer than ``--min-level-rows`` rows merged into ``<column>=other``,
+the PAV calibration check, and the bias as the average counterfactual difference in P(income >
+50K) (a direct effect: the context holds occupation, hours and marital status). The rest of this
+docstring describes ``--model paper``.
 
 Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
 Eq. 2, with the m-group form of Section 4): arm i = (group, age bucket) returns

@@ -1,4 +1,11 @@
-"""COMPAS: the posterior of the societal-bias term psi of the hierarchical group-bias model, by NUTS.
+"""COMPAS: group bias in the violent decile score (African-American vs rest), by NUTS.
+
+Default ``--model glm`` (bayesfair.posteriors.group_glm; models/README.md): an ordered-logistic
+likelihood on score - 1 (0..9) with a level shift for African-American that has its own prior, the
+age category as a bucket effect shared by the groups, and the bias reported as the average
+counterfactual difference in the expected score level (a direct effect: the context holds the
+general decile score). ``--likelihood beta_binomial|binomial`` and ``--compare-likelihoods`` for
+the alternatives. The rest of this docstring describes ``--model paper``.
 
 Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
 Eq. 2): arm i = (race group, age category) returns the violent decile score, with linear

@@ -1,4 +1,10 @@
-"""Family income (Philippines): the posterior of the group-bias term psi of household-head sex, by NUTS.
+"""Family income (Philippines): group bias in log household income by household-head sex, by NUTS.
+
+Default ``--model glm`` (bayesfair.posteriors.group_glm; models/README.md): a Student-t likelihood
+on log income (the Gaussian's PPC fails on its left skew), the household-head age bucket as an
+effect shared by the sexes, a level shift for Male with its own prior, the bias as the average
+counterfactual difference in expected log income. ``--likelihood gaussian`` and
+``--compare-likelihoods`` for the alternative. The rest of this docstring describes ``--model paper``.
 
 Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
 Eq. 2): arm i = (household-head sex, household-head age bucket) returns the total household
