@@ -250,6 +250,8 @@ def test_sbc_replications_are_not_mixed(tmp_path, capsys):
     # first failed after loading the data with exit 1; the second dropped --parametrization)
     ("compas_group_bias", ["--parametrization", "marginal"], "--parametrization marginal"),
     ("compas_group_bias", ["--parametrization", "coefficients", "--centered-psi"], "contradict each other"),
+    ("compas_group_bias", ["--model", "paper", "--likelihood", "ordered_logistic"], "is a --model glm likelihood"),
+    ("adult_group_bias", ["--min-level-rows", "-1"], "--min-level-rows must be >= 0"),
     ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
     ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
     ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),
