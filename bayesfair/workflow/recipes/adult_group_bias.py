@@ -38,7 +38,7 @@ Rows: adult.data and adult.test together (48,842) less the 3,620 rows with a mis
 
 Writes to ``--out`` (default ``./artifacts/adult_group_bias_<group>``, gitignored),
 atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png``, ``ppc.png``,
-``loo_compare.csv`` and ``summary.json`` (see models/_group_bias_recipe.py).
+``loo_compare.csv`` and ``summary.json`` (see bayesfair.workflow.recipes._group_bias; with --model glm: ._glm).
 
 Usage: python models/adult_group_bias.py [--group sex|race] [--out DIR] [--warmup 1000]
        [--samples 1000] [--chains 4] [--rows N] [--seed 0]

@@ -33,7 +33,7 @@ the score's slope on that feature (per standard deviation).
 Writes to ``--out`` (default ``./artifacts/compas_group_bias``, gitignored), atomically:
 ``posterior.nc`` (ArviZ DataTree: posterior and sample_stats), ``psi_hdi.csv`` (mean, sd, 90% HDI,
 ESS, R-hat of every psi coordinate), ``psi_forest.png``, ``ppc.png``, ``loo_compare.csv`` and
-``summary.json`` (see models/_group_bias_recipe.py).
+``summary.json`` (see bayesfair.workflow.recipes._group_bias; with --model glm: ._glm).
 
 Usage: python models/compas_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000] [--chains 4]
        [--rows N] [--seed 0]        (or: bayesfair fit compas_group_bias [ARGS])
