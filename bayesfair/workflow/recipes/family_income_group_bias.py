@@ -32,7 +32,8 @@ beyond what the spread of the arms explains; the others are differences in slope
 
 Writes to ``--out`` (default ``./artifacts/family_income_group_bias``, gitignored),
 atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png`` and
-``ppc.png``, ``loo_compare.csv`` and ``summary.json`` (see bayesfair.workflow.recipes._group_bias; with --model glm: ._glm).
+``ppc.png``, ``loo_compare.csv`` and ``summary.json`` (see bayesfair.workflow.recipes._group_bias;
+with --model glm: ._glm).
 
 Usage: python models/family_income_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000]
        [--chains 4] [--rows N] [--seed 0] [--raw-income]     (or: bayesfair fit family_income_group_bias [ARGS])
