@@ -1,35 +1,10 @@
-"""COMPAS: the posterior of the societal-bias term psi of the hierarchical group-bias model, by NUTS.
+"""COMPAS: group bias in the violent decile score (African-American vs rest), by NUTS.
 
-Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
-Eq. 2): arm i = (race group, age category) returns the violent decile score, with linear
-predictor eta = x . (beta_i + psi_g(i)); beta_i ~ N(beta_bar, tau^2 I) with one population prior shared by both groups
-(the paper's "the groups are equal in reality"), psi_rest = 0, psi_African-American ~ N(0, s^2 I),
-beta_bar ~ N(0, prior_sd^2 I), and half-normal priors on tau, s (and sigma for the Gaussian):
-the package's DEFAULT_PRIORS.
+A thin script over :mod:`bayesfair.workflow.recipes.compas_group_bias` (its docstring documents the data, the
+model and the outputs); it writes to ``models/artifacts/`` by default. The same recipe runs from
+an installed package as ``bayesfair fit compas_group_bias [ARGS]`` (writing to ``./artifacts/``).
 
-Likelihood (``--likelihood``): **binomial** by default, score - 1 ~ Binomial(9, sigmoid(eta)).
-Why: ``v_decile_score`` is an integer 1..10 (a decile), which a Gaussian misfits badly (it puts
-mass outside 1..10 and between the integers, and cannot follow the pile-up at 1: a posterior
-predictive check of the Gaussian fit showed it); the binomial has exactly the support 1..10 and a
-variance that shrinks towards the ends. The 6 rows with score -1 (recorded as such in the table,
-not a decile) are dropped for the binomial. psi is then a shift in the log-odds of the score's
-position in 1..10. ``--likelihood gaussian`` keeps the paper's Eq. 2 (y = score, all rows);
-``bernoulli`` does not apply (the table has no 0/1 outcome that is not also a context column).
-
-Data (bayesfair.environments.biased.compas_table): the paper authors' filtered COMPAS table
-(18,316 rows), 2 groups x 3 age categories = 6 arms, the 14 remaining features as integer codes,
-z-scored, plus an intercept (d = 15). Reference group: "rest" (every race but African-American).
-Because the features are z-scored, the ``intercept`` coordinate of psi is the bias in the violent
-decile score of an individual with average features, and every other coordinate is the bias in
-the score's slope on that feature (per standard deviation).
-
-Writes to ``--out`` (default ``models/artifacts/compas_group_bias``, gitignored), atomically:
-``posterior.nc`` (ArviZ DataTree: posterior and sample_stats), ``psi_hdi.csv`` (mean, sd, 90% HDI,
-ESS, R-hat of every psi coordinate), ``psi_forest.png``, ``ppc.png``, ``loo_compare.csv`` and
-``summary.json`` (see models/_group_bias_recipe.py).
-
-Usage: python models/compas_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000] [--chains 4]
-       [--rows N] [--seed 0]        (or: bayesfair fit compas_group_bias [ARGS])
+Usage: python models/compas_group_bias.py [ARGS]      (--help lists them)
 """
 
 from __future__ import annotations
@@ -37,40 +12,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # models/_group_bias_recipe.py, also under `bayesfair fit`
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _group_bias_recipe as recipe  # noqa: E402
+from bayesfair.workflow.recipes import compas_group_bias as recipe
 
-NAME = "compas_group_bias"
-
-
-def build(args):
-    """The COMPAS table (2 groups x 3 age categories) and its description for summary.json."""
-    from bayesfair.environments.biased import compas_table
-
-    table = compas_table()
-    return table, {"dataset": "compas (compas_filtered_groupfairtreatment.csv)", "reward": "v_decile_score",
-                   "arms": "race group x age_cat", "group": "race: African-American (sensitive) vs rest (reference)"}
-
-
-def response(table, args):
-    """binomial: score - 1 in 0..9, the 6 rows with score -1 dropped; gaussian: the score, all rows."""
-    import numpy as np
-
-    score = np.asarray(table.rewards, np.float64)
-    if args.likelihood == "binomial":
-        keep = (score >= 1) & (score <= 10)
-        return score - 1, keep, f"v_decile_score - 1 ~ Binomial(9, .); {int((~keep).sum())} rows outside 1..10 dropped"
-    if args.likelihood == "bernoulli":
-        print("compas_group_bias.py: error: --likelihood bernoulli needs a 0/1 outcome; v_decile_score is 1..10: "
-              "use binomial (default) or gaussian", file=sys.stderr)
-        raise SystemExit(2)
-    return score, None, "v_decile_score, Gaussian (Eq. 2)"
+OUT = Path(__file__).resolve().parent / "artifacts" / "compas_group_bias"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return recipe.run(argv, name=NAME, doc=__doc__, build=build, title="COMPAS group bias", likelihood="binomial",
-                      response=response)
+    return recipe.main(argv, out=OUT)
 
 
 if __name__ == "__main__":

@@ -1,35 +1,10 @@
-"""Family income (Philippines): the posterior of the group-bias term psi of household-head sex, by NUTS.
+"""Family income (Philippines): group bias in log household income by household-head sex, by NUTS.
 
-Model (bayesfair.posteriors.group_bias; group_fairness_biased_feedback_aamas2022, Section 3.1,
-Eq. 2): arm i = (household-head sex, household-head age bucket) returns the total household
-income, log(income / 100,000 PHP) = x . (beta_i + psi_g(i)) + N(0, sigma^2); beta_i ~ N(beta_bar, tau^2 I) with one
-population prior shared by both groups (the paper's "the groups are equal in reality"),
-psi_Female = 0 (reference), psi_Male ~ N(0, s^2 I), beta_bar ~ N(0, prior_sd^2 I), half-normal
-priors on tau, s, sigma (the package's DEFAULT_PRIORS).
+A thin script over :mod:`bayesfair.workflow.recipes.family_income_group_bias` (its docstring documents the data, the
+model and the outputs); it writes to ``models/artifacts/`` by default. The same recipe runs from
+an installed package as ``bayesfair fit family_income_group_bias [ARGS]`` (writing to ``./artifacts/``).
 
-Likelihood: **gaussian on the log income** by default (``--raw-income`` for the income itself in
-100,000 PHP, the earlier model). Why: income is positive and right-skewed with a spread that
-grows with its level; on the log scale the noise is close to Gaussian with a constant variance,
-which is what Eq. 2's N(0, sigma^2) assumes, and psi becomes a relative (multiplicative) shift
-(psi's intercept 0.05 = about 5% higher income). Bernoulli/binomial do not apply.
-
-Data (bayesfair.environments.biased.family_income_table, as in the paper's Section 5.3 and
-experiments/biased_feedback): the Family Income and Expenditure Survey table (41,544 households).
-Group = ``Household Head Sex``: Male is the paper's sensitive group ("male-grouped arms"),
-Female the reference. Arms = 2 sexes x 5 equal-width buckets of ``Household Head Age``
-((8.91, 27], (27, 45], (45, 63], (63, 81], (81, 99]) = 10 arms. Reward = log of ``Total
-Household Income`` in units of 100,000 PHP (rows with an income <= 0 dropped; ``--raw-income``:
-the income itself), Gaussian. Context = the 57 remaining columns (nominal ones as integer
-codes, as the paper says), z-scored, plus an intercept (d = 58). The ``intercept`` coordinate of
-psi is the difference (Male - Female head) in the (log) income of a household with average features,
-beyond what the spread of the arms explains; the others are differences in slopes per sd.
-
-Writes to ``--out`` (default ``models/artifacts/family_income_group_bias``, gitignored),
-atomically: ``posterior.nc`` (ArviZ DataTree), ``psi_hdi.csv``, ``psi_forest.png`` and
-``ppc.png``, ``loo_compare.csv`` and ``summary.json`` (see models/_group_bias_recipe.py).
-
-Usage: python models/family_income_group_bias.py [--out DIR] [--warmup 1000] [--samples 1000]
-       [--chains 4] [--rows N] [--seed 0] [--raw-income]     (or: bayesfair fit family_income_group_bias [ARGS])
+Usage: python models/family_income_group_bias.py [ARGS]      (--help lists them)
 """
 
 from __future__ import annotations
@@ -37,47 +12,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # models/_group_bias_recipe.py, also under `bayesfair fit`
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _group_bias_recipe as recipe  # noqa: E402
+from bayesfair.workflow.recipes import family_income_group_bias as recipe
 
-NAME = "family_income_group_bias"
-
-
-def build(args):
-    """The family-income table (2 sexes x 5 age buckets, reward in 100,000 PHP) and its description."""
-    from bayesfair.environments.biased import family_income_table
-
-    table = family_income_table(n_buckets=5, reward_scale=1e5)
-    return table, {"dataset": "family_income", "reward": "Total Household Income / 100,000 PHP",
-                   "arms": "Household Head Sex x 5 equal-width Household Head Age buckets",
-                   "group": "Household Head Sex: Male (sensitive, as in the paper) vs Female (reference)"}
-
-
-def _add_args(p) -> None:
-    p.add_argument("--raw-income", action="store_true",
-                   help="model the income in 100,000 PHP instead of its log (Gaussian either way)")
-
-
-def response(table, args):
-    """log(income / 100,000 PHP) (default) or the income itself, Gaussian."""
-    import numpy as np
-
-    if args.likelihood != "gaussian":
-        print(f"family_income_group_bias.py: error: --likelihood {args.likelihood} needs a 0/1 or bounded integer "
-              "outcome; income is continuous: use gaussian (default)", file=sys.stderr)
-        raise SystemExit(2)
-    income = np.asarray(table.rewards, np.float64)
-    if args.raw_income:
-        return income, None, "income / 100,000 PHP, Gaussian"
-    keep = income > 0
-    return np.log(np.where(keep, income, 1.0)), keep, (f"log(income / 100,000 PHP), Gaussian; {int((~keep).sum())} "
-                                                      "rows with income <= 0 dropped")
+OUT = Path(__file__).resolve().parent / "artifacts" / "family_income_group_bias"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return recipe.run(argv, name=NAME, doc=__doc__, build=build, add_args=_add_args,
-                      title="Family income group bias (household head sex)", response=response)
+    return recipe.main(argv, out=OUT)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,8 @@ def _adult_frame(n=400, seed=0):
 
 
 def test_adult_table_follows_the_documented_choices():
-    adult = _recipe("adult_group_bias")
+    from bayesfair.workflow.recipes import adult_group_bias as adult
+
     df = _adult_frame()
     df.loc[5, "occupation"] = np.nan  # a row with a missing value is dropped
     table = adult.adult_table("race", df=df)
@@ -249,6 +250,8 @@ def test_sbc_replications_are_not_mixed(tmp_path, capsys):
     # first failed after loading the data with exit 1; the second dropped --parametrization)
     ("compas_group_bias", ["--parametrization", "marginal"], "--parametrization marginal"),
     ("compas_group_bias", ["--parametrization", "coefficients", "--centered-psi"], "contradict each other"),
+    ("compas_group_bias", ["--model", "paper", "--likelihood", "ordered_logistic"], "is a --model glm likelihood"),
+    ("adult_group_bias", ["--min-level-rows", "-1"], "--min-level-rows must be >= 0"),
     ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
     ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
     ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),
@@ -265,10 +268,29 @@ def test_recipes_are_listed_and_run_as_scripts(capsys):
     assert cli.main(["fit", "--list", "--models-dir", str(MODELS)]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in RECIPES) and "_group_bias_recipe" not in out
+    assert "  _group_bias " not in out  # the shared module of the shipped recipes is not a recipe
     for name in ("adult_group_bias", "family_income_group_bias"):
         res = subprocess.run([sys.executable, str(MODELS / f"{name}.py"), "--help"], capture_output=True, text=True,
                              cwd=ROOT.parent, timeout=120)
         assert res.returncode == 0 and "--rows" in res.stdout and "--warmup" in res.stdout, res.stderr
+
+
+def test_shipped_recipes_need_no_models_folder(tmp_path, monkeypatch, capsys):
+    """An installed package listed "no recipes in .../site-packages/models" and could not run one;
+    --models-dir after the recipe name was silently handed to the recipe."""
+    monkeypatch.delenv("BAYESFAIR_MODELS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no models/ here
+    assert cli.main(["fit", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in RECIPES) and "sbc_group_bias" in out
+    assert cli.main(["fit", "compas_group_bias", "--help"]) == 0
+    assert "--likelihood" in capsys.readouterr().out
+    for misplaced in (["--models-dir", str(MODELS)], [f"--models-dir={MODELS}"], ["--list"]):
+        assert cli.main(["fit", "compas_group_bias", *misplaced]) == 2
+        assert "put it before RECIPE" in capsys.readouterr().err
+    assert cli.main(["fit", "nope"]) == 2
+    assert "compas_group_bias" in capsys.readouterr().err
+    assert cli.main(["fit", "--models-dir", str(tmp_path / "absent"), "--list"]) == 2
 
 
 def _check_outputs(out, *, rows, groups, d, draws):
@@ -288,7 +310,7 @@ def _check_outputs(out, *, rows, groups, d, draws):
     assert not list(out.glob(".*"))  # no temp files left behind
 
 
-TINY = ["--rows", "300", "--warmup", "20", "--samples", "20", "--chains", "1"]
+TINY = ["--model", "paper", "--rows", "300", "--warmup", "20", "--samples", "20", "--chains", "1"]
 
 
 @pytest.mark.slow
@@ -312,3 +334,21 @@ def test_recipe_tiny(name, extra, via, groups, d, tmp_path, monkeypatch, capsys)
     assert rc == 0
     assert "posterior of psi (reference group:" in capsys.readouterr().out
     _check_outputs(tmp_path / "out", rows=300, groups=groups, d=d, draws=20)
+
+
+@pytest.mark.slow
+def test_glm_recipe_tiny(tmp_path, monkeypatch, capsys):
+    """The default (--model glm) COMPAS recipe end to end on 300 rows: the estimand, checks and files."""
+    if not RECIPES["compas_group_bias"].exists():
+        pytest.skip(f"data for compas_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    out = tmp_path / "out"
+    assert cli.main(["fit", "compas_group_bias", "--rows", "300", "--warmup", "30", "--samples", "30",
+                     "--chains", "2", "--out", str(out)]) == 0
+    assert "bias estimand" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    est = summary["bias_estimand"]["African-American"]
+    assert summary["likelihood"] == "ordered_logistic" and est["lb"] <= est["mean"] <= est["ub"]
+    assert "not evidence of no bias" in summary["loo"]["reading"] or "predicts better" in summary["loo"]["reading"]
+    for f in ("posterior.nc", "bias_estimand.csv", "prior_predictive.png", "loo_compare.csv"):
+        assert (out / f).exists(), f

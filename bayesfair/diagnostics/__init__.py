@@ -63,9 +63,15 @@ policy state that declares one (:class:`PosteriorCarrier`, e.g. the bi-level pol
 Any posterior family works through the posterior protocol (:mod:`bayesfair.posteriors.base`):
 draws come from its ``sample`` and are named by its ``dims``. The tree itself is built in
 :mod:`bayesfair.diagnostics.tree`; inputs are checked in :mod:`bayesfair.diagnostics.inputs`.
+
+Model checks of a fitted model (:mod:`bayesfair.diagnostics.model_checks`): :func:`ppc_verdict`
+(posterior predictive p-values, pass/fail per statistic), :func:`calibration_check` (the PAV
+reliability diagram of a 0/1 outcome) and :func:`compare_bias` (LOO with vs without the
+group-bias term; no LOO difference is not evidence of no bias).
 """
 
 from bayesfair.diagnostics.gap import aggregate_gap, exposure_gap
+from bayesfair.diagnostics.model_checks import calibration_check, compare_bias, ppc_statistics, ppc_verdict
 from bayesfair.diagnostics.posterior import (
     ARM_VARS,
     GROUP_VARS,
@@ -102,6 +108,10 @@ __all__ = [
     "prior_posterior_view",
     "exposure_gap",
     "aggregate_gap",
+    "ppc_verdict",
+    "ppc_statistics",
+    "calibration_check",
+    "compare_bias",
     "ARM_VARS",
     "GROUP_VARS",
 ]

@@ -24,7 +24,9 @@ Commands
     results file's schema and checksum; ``--unverified`` reads one without them (written before
     the checks, or stripped).
 ``bayesfair fit RECIPE [ARGS ...]``
-    Run a model recipe of ``models/`` (by name or path); ``bayesfair fit --list`` lists them.
+    Run a model recipe shipped with the package (:mod:`bayesfair.workflow.recipes`), of a folder
+    (``--models-dir DIR`` or ``$BAYESFAIR_MODELS``) or a ``.py`` path; ``bayesfair fit --list``
+    lists them. Options of ``fit`` itself go before RECIPE; everything after it is the recipe's.
 ``bayesfair list``
     Registered policies, environments, posteriors, merit functions and datasets.
 
@@ -74,6 +76,7 @@ from bayesfair.workflow import registry, shipped
 from bayesfair.workflow.config import load_config, parse_override
 from bayesfair.workflow.outputs import OutputError, check_writable
 from bayesfair.workflow.persist import PersistError, StudyInterrupted
+from bayesfair.workflow.recipes import RECIPES, describe, load
 from bayesfair.workflow.registry import ConfigError
 from bayesfair.workflow.report import (
     print_tables,
@@ -213,14 +216,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=_folder, help="folder for the report (default: the results' folder)")
     r.add_argument("--unverified", action="store_true", help=_UNVERIFIED_HELP)
 
-    f = sub.add_parser("fit", help="run a model recipe of models/", epilog=_EPILOG,
-                       description="Run models/<RECIPE>.py (its main(argv) function) with the remaining "
-                                   "arguments; RECIPE is a name or a path. Without RECIPE, list the recipes.")
-    f.add_argument("recipe", nargs="?", help="recipe name (models/<name>.py) or path to a .py file")
+    f = sub.add_parser("fit", help="run a model recipe (bayesfair fit --list lists them)", epilog=_EPILOG,
+                       description="Run a recipe's main(argv) with the arguments after RECIPE. RECIPE is the "
+                                   "name of a recipe shipped with the package, of a *.py in --models-dir DIR "
+                                   "(or $BAYESFAIR_MODELS; these take precedence), or a path to a .py file. "
+                                   "fit's own options (--list, --models-dir) go before RECIPE. Without RECIPE, "
+                                   "list the recipes.")
+    f.add_argument("recipe", nargs="?", help="recipe name or path to a .py file")
     f.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the recipe's main()")
     f.add_argument("--list", action="store_true", help="list the recipes and exit")
     f.add_argument("--models-dir", type=Path,
-                   help="recipe folder (default: $BAYESFAIR_MODELS, ./models, or the checkout's models/)")
+                   help="a folder of extra recipes (*.py with main(argv)); default $BAYESFAIR_MODELS")
 
     li = sub.add_parser("list", help="registered policies, environments, posteriors, merits, metrics and datasets",
                         epilog=_EPILOG, allow_abbrev=False)
@@ -522,49 +528,29 @@ def run_report(args: argparse.Namespace) -> int:
 # fit and list
 
 
-def models_dir(arg: Path | None = None) -> Path:
-    """The recipe folder: ``arg``, ``$BAYESFAIR_MODELS``, ``./models``, or the checkout's ``models/``."""
+def models_dir(arg: Path | None = None) -> Path | None:
+    """The folder of extra recipes: ``arg`` or ``$BAYESFAIR_MODELS`` (None: only the shipped ones)."""
     if arg is not None:
         return arg
     if os.environ.get("BAYESFAIR_MODELS"):
         return Path(os.environ["BAYESFAIR_MODELS"])
-    here = Path.cwd() / "models"
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "models"  # the checkout's models/ (bayesfair/workflow/cli.py)
+    return None
 
 
-def recipes(folder: Path) -> dict[str, Path]:
+def recipes(folder: Path | None) -> dict[str, Path]:
     """``{name: path}`` of the recipes (``*.py`` not starting with ``_``) in ``folder``."""
-    if not folder.is_dir():
+    if folder is None or not folder.is_dir():
         return {}
     return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")}
 
 
-def run_fit(args: argparse.Namespace) -> int:
-    folder = models_dir(args.models_dir)
-    found = recipes(folder)
-    if args.list or not args.recipe:
-        if not found:
-            print(f"no recipes in {folder} (a recipe is a models/<name>.py file with a main(argv) function)")
-        else:
-            print(f"recipes in {folder}:")
-            for name, p in found.items():
-                print(f"  {name:<24} {_first_doc_line(p)}")
-        return EXIT_OK
-    rec = args.recipe
-    path = Path(rec) if rec.endswith(".py") or os.sep in rec else folder / f"{rec}.py"
-    if not path.is_file():
-        avail = ", ".join(found) or "none"
-        raise UsageError(f"no recipe {rec!r} (looked for {path}); recipes in {folder}: {avail}")
-    spec = importlib.util.spec_from_file_location(f"bayesfair_recipe_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    main_fn = getattr(module, "main", None)
-    if not callable(main_fn):
-        raise UsageError(f"recipe {path} has no main(argv) function")
+#: fit's own options: after RECIPE they would be handed to the recipe instead.
+_FIT_OPTIONS = ("--models-dir", "--list")
+
+
+def _recipe_exit(call) -> int:
     try:
-        rc = main_fn(list(args.args))
+        rc = call()
     except SystemExit as exc:  # a recipe that exits by itself
         code = exc.code
         if code is None or isinstance(code, int):
@@ -572,6 +558,54 @@ def run_fit(args: argparse.Namespace) -> int:
         print(f"bayesfair: {code}", file=sys.stderr)  # SystemExit("message"): Python prints it, so do we
         return EXIT_FAILURE
     return int(rc or 0)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    folder = models_dir(args.models_dir)
+    if args.models_dir is not None and not args.models_dir.is_dir():
+        raise UsageError(f"--models-dir {args.models_dir} is not a folder")
+    found = recipes(folder)
+    rest = list(args.args)
+    if rest[:1] == ["--"]:  # `fit RECIPE -- ARGS`: every argument is the recipe's
+        rest = rest[1:]
+    else:
+        misplaced = [a for a in rest if a.split("=", 1)[0] in _FIT_OPTIONS]
+        if misplaced:
+            raise UsageError(f"{misplaced[0].split('=', 1)[0]} after the recipe name would be passed to the recipe; "
+                             f"put it before RECIPE (bayesfair fit {misplaced[0].split('=', 1)[0]} ... RECIPE ARGS), "
+                             "or pass the recipe's own flag after `--`")
+    if args.list or not args.recipe:
+        print("recipes shipped with bayesfair (bayesfair.workflow.recipes):")
+        for name in RECIPES:
+            shadow = " (shadowed by the folder's)" if name in found else ""
+            print(f"  {name:<26} {describe(name)}{shadow}")
+        if found:
+            print(f"recipes in {folder}:")
+            for name, p in found.items():
+                print(f"  {name:<26} {_first_doc_line(p)}")
+        elif folder is not None:
+            print(f"no recipes in {folder} (a recipe is a <name>.py file with a main(argv) function)")
+        return EXIT_OK
+    rec = args.recipe
+    if rec.endswith(".py") or os.sep in rec:
+        path = Path(rec)
+    elif rec in found:
+        path = found[rec]
+    elif rec in RECIPES:
+        return _recipe_exit(lambda: load(rec).main(rest))
+    else:
+        avail = ", ".join([*RECIPES, *found])
+        where = f" and in {folder}" if folder is not None else ""
+        raise UsageError(f"no recipe {rec!r}; recipes in the package{where}: {avail} (bayesfair fit --list)")
+    if not path.is_file():
+        raise UsageError(f"no recipe file {path}; recipes: {', '.join([*RECIPES, *found])}")
+    spec = importlib.util.spec_from_file_location(f"bayesfair_recipe_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    main_fn = getattr(module, "main", None)
+    if not callable(main_fn):
+        raise UsageError(f"recipe {path} has no main(argv) function")
+    return _recipe_exit(lambda: main_fn(rest))
 
 
 def _first_doc_line(path: Path) -> str:

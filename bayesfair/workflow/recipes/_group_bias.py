@@ -5,7 +5,8 @@ Not a recipe (the leading ``_`` keeps it out of ``bayesfair fit --list``). A rec
 calls :func:`run`, which fits the hierarchical group-bias model of the biased-feedback paper
 (group_fairness_biased_feedback_aamas2022, Section 3.1, Eq. 2; model:
 :func:`bayesfair.posteriors.group_bias.group_bias_model`) by NUTS and writes, atomically, to
-``--out`` (default ``models/artifacts/<recipe>/``, gitignored).
+``--out`` (default :func:`default_out`: ``./artifacts/<recipe>/``; ``models/artifacts/<recipe>/``
+for the scripts of a checkout's ``models/``, gitignored).
 
 NUTS (``bayesfair.inference.fit``, the one entry point): 4 chains x (1000 warm-up + 1000 draws,
 ``fit``'s default) in float64, target acceptance 0.9, the model's NUTS form by the documented rule of ``fit``
@@ -32,16 +33,20 @@ verdict of each fit (R-hat < 1.01, bulk/tail ESS >= 400, 0 divergences, no froze
   max R-hat and min ESS over every variable and over psi), LOO, the PPC p-values and verdict, the
   scales' posterior and the psi table.
 
-PPC verdict: posterior predictive p-values p = P(T(y_rep) >= T(y)) of the statistics T = mean,
-sd, each group's mean and (discrete outcomes) the share of every outcome value, else the 5%, 50%
-and 95% quantiles; a statistic passes if 0.005 <= p <= 0.995 (two-sided 1%), the check passes if
-every statistic does.
+Model checks (public, in :mod:`bayesfair.diagnostics.model_checks`): the PPC verdict
+(:func:`~bayesfair.diagnostics.ppc_verdict`: two-sided posterior predictive mid-p values of mean, sd,
+each group's mean and, for discrete outcomes, the share of every value, else the 5/50/95%
+quantiles and the skewness; a statistic fails iff p < 0.01), the calibration of a 0/1 outcome
+(:func:`~bayesfair.diagnostics.calibration_check`, PAV reliability diagram) and the LOO comparison
+with vs without psi (:func:`~bayesfair.diagnostics.compare_bias`; no LOO difference is not
+evidence of no bias).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -50,12 +55,30 @@ from typing import Any
 
 import numpy as np
 
-import bayesfair  # noqa: F401  (before jax: one CPU device per core, so chains run in parallel)
+from bayesfair.diagnostics import (
+    calibration_check,
+    compare_bias,
+    from_group_bias_fit,
+    ppc_verdict,
+)
+from bayesfair.diagnostics import (
+    summary as az_summary,
+)
+from bayesfair.inference.fitting import fit, group_bias_data
+from bayesfair.plotting import plot_psi_forest, save_figure
+from bayesfair.posteriors.group_bias import LIKELIHOODS
+from bayesfair.posteriors.group_glm import GLM_LIKELIHOODS
+from bayesfair.simulation.results import write_results, write_text
+from bayesfair.workflow.recipes import _glm as glm_recipe
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 CI_PROB = 0.9
-PPC_LOW, PPC_HIGH = 0.005, 0.995
+
+
+def default_out(name: str) -> Path:
+    """Where a recipe writes by default: ``$BAYESFAIR_ARTIFACTS/<name>``, else ``./artifacts/<name>``
+    (``python models/<name>.py`` passes ``models/artifacts``)."""
+    root = os.environ.get("BAYESFAIR_ARTIFACTS")
+    return (Path(root) if root else Path.cwd() / "artifacts") / name
 
 
 def form_label(pz: dict) -> str:
@@ -69,10 +92,12 @@ def form_label(pz: dict) -> str:
 
 
 def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chains: int = 4,
-           target_accept: float = 0.9, likelihood: str = "gaussian") -> argparse.ArgumentParser:
+           target_accept: float = 0.9, likelihood: str = "gaussian", glm_likelihood: str = "gaussian",
+           out: Path | None = None) -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
-    p = argparse.ArgumentParser(prog=f"{name}.py", description=doc.strip().splitlines()[0])
-    p.add_argument("--out", type=Path, default=HERE / "artifacts" / name, help="output folder (default: %(default)s)")
+    p = argparse.ArgumentParser(prog=name, description=doc.strip().splitlines()[0])
+    p.add_argument("--out", type=Path, default=out if out is not None else default_out(name),
+                   help="output folder (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=warmup, help="NUTS warm-up iterations per chain (%(default)s)")
     p.add_argument("--samples", type=int, default=samples, help="NUTS draws kept per chain (%(default)s)")
     p.add_argument("--chains", type=int, default=chains, help="NUTS chains (%(default)s; R-hat needs >= 2)")
@@ -81,8 +106,17 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--target-accept", type=float, default=target_accept,
                    help="NUTS target acceptance probability in (0, 1) (%(default)s; higher: smaller steps, fewer "
                         "divergences)")
-    p.add_argument("--likelihood", choices=("gaussian", "bernoulli", "binomial"), default=likelihood,
-                   help="observation model (default for this data: %(default)s; see the recipe's docstring)")
+    p.add_argument("--model", choices=("glm", "paper"), default="glm",
+                   help="glm (default): the hierarchical GLM of bayesfair.posteriors.group_glm (a level shift with "
+                        "its own prior, a bucket effect shared by the groups); paper: the biased-feedback paper's "
+                        "model (bayesfair.posteriors.group_bias, Eq. 2)")
+    p.add_argument("--likelihood", choices=GLM_LIKELIHOODS, default=None,
+                   help=f"observation model (default for this data: {glm_likelihood} with --model glm, {likelihood} "
+                        "with --model paper; see the recipe's docstring)")
+    p.add_argument("--compare-likelihoods", action="store_true",
+                   help="--model glm: also fit the recipe's other likelihoods and tabulate their checks and LOO")
+    p.add_argument("--min-level-rows", type=int, default=50,
+                   help="--model glm: one-hot levels with fewer rows are merged into an 'other' level (%(default)s)")
     p.add_argument("--parametrization", choices=("auto", "marginal", "coefficients", "centered", "noncentered"),
                    default="auto", help="the NUTS form of the model (%(default)s: marginal for the Gaussian, the "
                                         "coefficient form or the centring rule for the others; see fitting.fit)")
@@ -106,6 +140,11 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--target-accept must be in (0, 1), got {args.target_accept}")
     if args.seed < 0:
         p.error(f"--seed must be >= 0, got {args.seed}")
+    if args.model == "paper" and args.likelihood not in LIKELIHOODS:
+        p.error(f"--likelihood {args.likelihood} is a --model glm likelihood; the paper's model takes one of "
+                f"{', '.join(LIKELIHOODS)}")
+    if args.min_level_rows < 0:
+        p.error(f"--min-level-rows must be >= 0, got {args.min_level_rows}")
     if args.parametrization == "marginal" and args.likelihood != "gaussian":
         p.error(f"--parametrization marginal integrates the coefficients out in closed form, which needs "
                 f"--likelihood gaussian (got {args.likelihood}); use coefficients, centered, noncentered or auto")
@@ -115,7 +154,8 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 #: The files a recipe writes into ``--out``.
-OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv")
+OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv",
+           "bias_estimand.csv", "prior_predictive.png", "calibration.png", "likelihoods.csv")
 
 
 def check_out(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -134,8 +174,6 @@ def subsample(table: Any, rows: int | None, seed: int, y: Any = None, keep: Any 
     preprocessing (z-scoring) stays that of the whole table. A subsample may leave an arm without
     rows: the model stays proper (that arm's beta comes from the population prior).
     """
-    from bayesfair.inference.fitting import group_bias_data
-
     y = table.rewards if y is None else np.asarray(y)
     idx = np.arange(table.rewards.size) if keep is None else np.flatnonzero(keep)
     if rows is not None and rows < idx.size:
@@ -146,43 +184,28 @@ def subsample(table: Any, rows: int | None, seed: int, y: Any = None, keep: Any 
 
 
 def ppc_check(tree: Any, likelihood: str, n_trials: int = 9) -> dict[str, Any]:
-    """Posterior predictive p-values p = P(T(y_rep) >= T(y)) and the verdict (module docstring)."""
-    y = np.asarray(tree["observed_data"]["y"].values, np.float64)
-    rep = np.asarray(tree["posterior_predictive"]["y"].values, np.float64)
-    rep = rep.reshape(-1, rep.shape[-1])
-    arms = np.asarray(tree["constant_data"]["arms"].values)
-    post = tree["posterior"].dataset
-    stats: dict[str, Any] = {"mean": lambda v: v.mean(-1), "sd": lambda v: v.std(-1)}
-    labels = None
+    """The recipe's model check: :func:`~bayesfair.diagnostics.ppc_verdict` with each group's mean
+    (and, for a 0/1 outcome, :func:`~bayesfair.diagnostics.calibration_check` as well)."""
+    groups = None
     if "group_of_arm" in tree.attrs:
         labels = np.asarray(json.loads(tree.attrs["group_of_arm"]))
-    if labels is not None:
-        names = json.loads(tree.attrs["group_names"])
-        for g, nm in enumerate(names):
-            rows = labels[arms] == g
-            if rows.any():
-                stats[f"mean[{nm}]"] = (lambda r: lambda v: v[..., r].mean(-1))(rows)
-    if likelihood == "gaussian":
-        for q in (0.05, 0.5, 0.95):
-            stats[f"q{int(100 * q):02d}"] = (lambda qq: lambda v: np.quantile(v, qq, axis=-1))(q)
-    else:
-        top = 1 if likelihood == "bernoulli" else n_trials
-        for k in range(top + 1):
-            stats[f"share[{k}]"] = (lambda kk: lambda v: (v == kk).mean(-1))(k)
-    del post
-    out = {}
-    for name, fn in stats.items():
-        t_obs, t_rep = float(fn(y)), fn(rep)
-        p = float(np.mean(t_rep >= t_obs))
-        out[name] = {"observed": t_obs, "replicated_mean": float(np.mean(t_rep)), "p": p,
-                     "pass": bool(PPC_LOW <= p <= PPC_HIGH)}
-    failed = [k for k, v in out.items() if not v["pass"]]
-    return {"statistics": out, "failed": failed, "passed": not failed,
-            "rule": f"each statistic's p = P(T(y_rep) >= T(y)) in [{PPC_LOW}, {PPC_HIGH}]"}
+        arms = np.asarray(tree["constant_data"]["arms"].values)
+        groups = {nm: labels[arms] == g for g, nm in enumerate(json.loads(tree.attrs["group_names"]))}
+    kind = {"gaussian": "continuous", "bernoulli": "binary"}.get(likelihood, "discrete")
+    levels = None if kind != "discrete" else np.arange(n_trials + 1)
+    out = ppc_verdict(tree, kind=kind, groups=groups, levels=levels)
+    if kind == "binary":
+        cal = calibration_check(tree)
+        out["calibration"] = {k: v for k, v in cal.items() if k != "curve"} | {"curve": cal["curve"]}
+        if not cal["passed"]:
+            out["failed"] = [*out["failed"], "calibration"]
+            out["passed"] = False
+    return out
 
 
 def ppc_figure(tree: Any, path: Path, title: str, xlabel: str = "y") -> None:
     """az.plot_ppc_dist of the fit (observed vs 50 posterior predictive draws), saved to ``path``."""
+    # arviz and matplotlib are heavy at import and needed only for this figure
     import arviz as az
     import matplotlib.pyplot as plt
     from matplotlib.ticker import AutoLocator, ScalarFormatter
@@ -228,10 +251,8 @@ def diagnostics(tree: Any) -> dict[str, Any]:
 
 def psi_table(tree: Any, var: str = "psi") -> Any:
     """ArviZ summary of ``var`` with a 90% HDI as a DataFrame with explicit ``group`` and ``feature`` columns."""
-    from bayesfair.diagnostics import summary
-
     post = tree["posterior"].dataset
-    df = summary(tree, var_names=[var], ci_prob=CI_PROB, ci_kind="hdi")
+    df = az_summary(tree, var_names=[var], ci_prob=CI_PROB, ci_kind="hdi")
     df = df.drop(columns=[c for c in ("observed_share", "p_under_exposed") if c in df.columns])
     dims = post[var].dims[2:]
     if dims:
@@ -248,8 +269,6 @@ def forest(tree: Any, title: str):
     """Forest plot of psi, one panel per non-reference group (shared feature axis)."""
     import matplotlib.pyplot as plt
     import xarray as xr
-
-    from bayesfair.plotting import plot_psi_forest
 
     post = tree["posterior"].dataset
     groups = [str(g) for g in post["group"].values]
@@ -271,9 +290,7 @@ def _scales(tree: Any) -> dict[str, dict[str, float]]:
     names = [n for n in ("tau", "s", "sigma") if n in tree["posterior"].dataset]
     if not names:
         return {}
-    from bayesfair.diagnostics import summary
-
-    df = summary(tree, var_names=names, ci_prob=CI_PROB, ci_kind="hdi")
+    df = az_summary(tree, var_names=names, ci_prob=CI_PROB, ci_kind="hdi")
     df = df.drop(columns=[c for c in ("observed_share", "p_under_exposed") if c in df.columns])
     return {str(k): {c: float(v) for c, v in row.items()} for k, row in df.iterrows()}
 
@@ -281,32 +298,33 @@ def _scales(tree: Any) -> dict[str, dict[str, float]]:
 def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argparse.Namespace], tuple[Any, dict]],
         add_args: Callable[[argparse.ArgumentParser], None] | None = None, title: str | None = None,
         likelihood: str = "gaussian",
-        response: Callable[[Any, argparse.Namespace], tuple[Any, Any, str]] | None = None) -> int:
+        response: Callable[[Any, argparse.Namespace], tuple[Any, Any, str]] | None = None,
+        out: Path | None = None, glm_likelihood: str = "gaussian", glm_likelihoods: tuple[str, ...] = ()) -> int:
     """Parse ``argv``, build the table with ``build(args) -> (BiasedTable, description)``, fit, write, print.
 
     ``description`` (JSON-friendly) goes into ``summary.json["data"]``; it should name the reward,
     the arms, the groups and the reference group. ``likelihood`` is the recipe's default
     ``--likelihood``; ``response(table, args) -> (y, keep, note)`` gives the modelled outcome for
-    ``args.likelihood`` (default: the table's rewards). Returns the exit code (0).
+    ``args.likelihood`` (default: the table's rewards); ``out`` the default ``--out``
+    (:func:`default_out` if not given). Returns the exit code (0).
     """
     import warnings
 
-    import arviz as az
-
-    from bayesfair.diagnostics import from_group_bias_fit
-    from bayesfair.inference.fitting import fit
-    from bayesfair.plotting import save_figure
-    from bayesfair.simulation.results import write_results, write_text
-
-    p = parser(name, doc, likelihood=likelihood)
+    p = parser(name, doc, likelihood=likelihood, glm_likelihood=glm_likelihood, out=out)
     if add_args is not None:
         add_args(p)
     args = p.parse_args(argv)
+    if args.likelihood is None:
+        args.likelihood = glm_likelihood if args.model == "glm" else likelihood
+    args.default_out = p.get_default("out")  # a recipe may refine the default folder (Adult: per grouping)
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
     table, description = build(args)  # may set the default --out (Adult: one folder per grouping)
     check_out(p, args)
     y, keep, note = (None, None, "the table's reward") if response is None else response(table, args)
+    if args.model == "glm":
+        return glm_recipe.run_glm(args, table, description, y=y, keep=keep, note=note, name=name,
+                                  title=title or name, response=response, likelihoods=glm_likelihoods, t0=t0)
     data = subsample(table, args.rows, args.seed, y=y, keep=keep)
     param = args.parametrization
     if args.centered_psi:
@@ -331,23 +349,17 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     full = res.tree(attrs={"group_of_arm": labels, "group_names": gnames})
     ppc = ppc_check(full, args.likelihood)
     loo: dict[str, Any] = {}
-    out: Path = args.out
+    out = args.out
     cmp = None
     if res0 is not None:
         full0 = res0.tree(prior_draws=10)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                cmp = az.compare({"with psi": full, "without psi": full0}, round_to=3)
-                loo_with = az.loo(full)
+            cmp = compare_bias(full, full0, names=("with psi", "without psi"))
         except (ValueError, FloatingPointError) as exc:  # e.g. a frozen tiny-budget fit: no finite ELPD
             loo = {"error": f"{type(exc).__name__}: {exc}", "converged_without": res0.convergence.as_dict()}
         else:
-            loo = {"table": json.loads(cmp.to_json(orient="index", default_handler=str)),
-                   "elpd_with": float(loo_with.elpd), "se_with": float(loo_with.se),
-                   "pareto_k_over_0.7": int(np.sum(np.asarray(loo_with.pareto_k) > 0.7)),
-                   "converged_without": res0.convergence.as_dict()}
-            write_text(out / "loo_compare.csv", cmp.to_csv())
+            loo = {k: v for k, v in cmp.items() if k != "csv"} | {"converged_without": res0.convergence.as_dict()}
+            write_text(out / "loo_compare.csv", cmp["csv"])
     if cmp is None:  # no comparison this time: an earlier fit's table (replaced with --overwrite) must go
         (out / "loo_compare.csv").unlink(missing_ok=True)
 
@@ -386,13 +398,20 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         if cmp is None:
             print(f"LOO, with vs without psi: not computed ({loo['error']})")
         else:
-            cols = [c for c in ("rank", "elpd", "se", "elpd_diff", "dse", "p", "weight") if c in cmp.columns]
             print("LOO, with vs without psi (az.compare):")
-            print(cmp[cols].to_string())
+            for k, v in cmp["table"].items():
+                print(f"  {k:<12} " + "  ".join(f"{c} {x:.2f}" for c, x in v.items()))
+            print(f"  reading: {cmp['reading']}")
     print(f"PPC ({ppc['rule']}): {'PASS' if ppc['passed'] else 'FAIL'}"
           + (f"; failed: {', '.join(ppc['failed'])}" if ppc["failed"] else ""))
     for k, v in ppc["statistics"].items():
-        print(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  p {v['p']:.3f}")
+        print(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  p {v['p']:.3f}  "
+              f"{'pass' if v['pass'] else 'FAIL'}")
+    if "calibration" in ppc:
+        c = ppc["calibration"]
+        print(f"  calibration (PAV): miscalibration {c['miscalibration']:.5f} vs replicated "
+              f"{c['miscalibration_replicated']:.5f}, p {c['p']:.3f}, {c['share_outside_band']:.1%} of rows outside "
+              f"the {c['ci_prob']:.0%} band: {'pass' if c['passed'] else 'FAIL'}")
     if "psi" in tree["posterior"].dataset:
         lo, hi = [c for c in psi.columns if c.startswith("hdi")][:2]
         print(f"posterior of psi (reference group: {ref}), mean [{int(100 * CI_PROB)}% HDI], r_hat, ESS bulk:")

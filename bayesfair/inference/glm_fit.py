@@ -1,0 +1,231 @@
+"""Fitting the group-bias GLM (:mod:`bayesfair.posteriors.group_glm`) and its bias estimand.
+
+Three steps, each a function so a benchmark or a power study can call them one by one:
+
+- :func:`glm_design` builds the design (group, bucket, z-scored features without the intercept
+  column, outcome) from a :class:`~bayesfair.environments.biased.BiasedTable`;
+- :func:`build_glm` returns the NumPyro model and its arguments for a design;
+- :func:`fit_glm` fits it by NUTS through :func:`bayesfair.inference.fitting.fit` (4 chains,
+  float64, the convergence verdict), and :func:`glm_tree` gives the ArviZ DataTree with the
+  pointwise log-likelihood, posterior predictive draws and observed data for the model checks.
+
+:func:`bias_estimand` is the bias as a named quantity on the outcome's scale: for each
+non-reference group g, the average over g's rows of E[y | group g, x, bucket] - E[y | reference
+group, same x and bucket] (the average counterfactual difference for the sensitive group, an
+effect on the treated). Conditioning on features that the group can affect (occupation,
+a decile score) makes it a *direct* effect: the part of the gap not carried by those features.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bayesfair.inference.fitting import Fit, fit
+from bayesfair.inference.sbc import SBCProblem
+from bayesfair.posteriors.group_glm import (
+    DEFAULT_GLM_PRIORS,
+    GlmPriors,
+    check_glm_likelihood,
+    expected_outcome,
+    group_glm_model,
+)
+
+__all__ = ["SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "fit_glm", "glm_design", "glm_sbc_problem",
+           "glm_tree", "linear_predictor"]
+
+
+class GlmDesign(NamedTuple):
+    """Arrays of :func:`~bayesfair.posteriors.group_glm.group_glm_model` and their labels."""
+
+    group: np.ndarray
+    bucket: np.ndarray
+    X: np.ndarray
+    y: np.ndarray
+    n_groups: int
+    n_buckets: int
+    reference: int
+    likelihood: str
+    n_trials: int = 9
+    n_levels: int | None = None
+    group_names: tuple[str, ...] = ()
+    bucket_names: tuple[str, ...] = ()
+    feature_names: tuple[str, ...] = ()
+
+
+def glm_design(table: Any, *, likelihood: str, y: Any = None, keep: Any = None, rows: int | None = None,
+               seed: int = 0, n_trials: int = 9, n_levels: int | None = None) -> GlmDesign:
+    """The design of a :class:`~bayesfair.environments.biased.BiasedTable` (its ``intercept``
+    column dropped: the model has its own); ``y`` replaces the rewards, ``keep`` drops rows, and
+    ``rows`` takes a uniform random subsample (seeded by ``seed``)."""
+    yy = np.asarray(table.rewards if y is None else y, np.float64)
+    idx = np.arange(yy.size) if keep is None else np.flatnonzero(np.asarray(keep, bool))
+    if rows is not None and rows < idx.size:
+        idx = np.sort(np.random.default_rng(seed).choice(idx, rows, replace=False))
+    names = list(table.feature_names)
+    cols = [j for j, n in enumerate(names) if n != "intercept"]
+    X = np.asarray(table.features, np.float64)[idx][:, cols]
+    group = np.asarray(table.group_of_arm)[np.asarray(table.arms)[idx]].astype(np.int32)
+    bucket = np.asarray(table.bucket)[idx].astype(np.int32)
+    check_glm_likelihood(likelihood, yy[idx], n_trials=n_trials, n_levels=n_levels)
+    return GlmDesign(group, bucket, X, yy[idx], int(table.n_groups), len(table.bucket_names), int(table.reference),
+                     likelihood, int(n_trials), n_levels, tuple(table.group_names), tuple(table.bucket_names),
+                     tuple(names[j] for j in cols))
+
+
+def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS
+              ) -> tuple[Any, tuple[Any, ...]]:
+    """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed)."""
+    y = design.y
+    cont = design.likelihood in ("gaussian", "student_t")
+    model = functools.partial(
+        group_glm_model, n_groups=design.n_groups, n_buckets=design.n_buckets, reference=design.reference,
+        likelihood=design.likelihood, n_trials=design.n_trials, n_levels=design.n_levels, group_bias=group_bias,
+        priors=priors, y_loc=float(y.mean()) if cont else 0.0, y_scale=float(y.std()) if cont else 1.0)
+    model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
+    return model, (design.group, design.bucket, design.X, design.y)
+
+
+def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+            **nuts: Any) -> Fit:
+    """Fit :func:`build_glm`'s model by NUTS (``nuts``: :func:`~bayesfair.inference.fitting.fit`'s
+    settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``)."""
+    model, args = build_glm(design, group_bias=group_bias, priors=priors)
+    return fit(model, *args, **nuts)
+
+
+def linear_predictor(samples: dict[str, np.ndarray], design: GlmDesign, *, as_reference: bool = False,
+                     rows: Any = None) -> np.ndarray:
+    """eta ``[draws, rows]`` from flattened posterior ``samples``; ``as_reference``: every row as
+    if in the reference group (the bias terms removed)."""
+    r = np.arange(design.y.size) if rows is None else np.asarray(rows)
+    X, b = design.X[r], design.bucket[r]
+    eta = np.asarray(samples["beta"]) @ X.T + np.asarray(samples["gamma"])[:, b]
+    if "alpha" in samples:
+        eta = eta + np.asarray(samples["alpha"])[:, None]
+    if "delta" in samples and not as_reference:
+        others = [g for g in range(design.n_groups) if g != design.reference]
+        for j, g in enumerate(others):
+            on = design.group[r] == g
+            if on.any():
+                lam = np.asarray(samples["lambda"])[:, j]
+                eta[:, on] += (np.asarray(samples["delta"])[:, j, None] + np.asarray(samples["u"])[:, b[on], j]
+                               + lam @ X[on].T)
+    return eta
+
+
+def _flat(fit_: Fit, draws: int) -> dict[str, np.ndarray]:
+    s = {k: np.asarray(v) for k, v in fit_.samples.items()}
+    total = next(iter(s.values())).shape[0] * next(iter(s.values())).shape[1]
+    pick = np.unique(np.linspace(0, total - 1, min(draws, total)).round().astype(int))
+    return {k: v.reshape(total, *v.shape[2:])[pick] for k, v in s.items()}
+
+
+def bias_estimand(fit_: Fit, design: GlmDesign, *, draws: int = 1000, ci_prob: float = 0.9,
+                  chunk: int = 20_000) -> dict[str, dict[str, float]]:
+    """The average counterfactual difference (module docstring) for every non-reference group.
+
+    Returns ``{group name: {"mean", "sd", "lb", "ub" (equal-tailed ci_prob interval), "p_positive",
+    "rows", "scale"}}``; ``scale`` names the outcome scale (P(y = 1), expected count, expected
+    level, expected y).
+    """
+    s = _flat(fit_, draws)
+    if "delta" not in s:
+        raise ValueError("the fit has no bias terms (group_bias=False): no bias estimand")
+    cut = s.get("cutpoints")
+    scale = {"bernoulli": "P(y = 1)", "binomial": f"expected count of {design.n_trials}",
+             "beta_binomial": f"expected count of {design.n_trials}", "ordered_logistic": "expected level",
+             "gaussian": "expected y", "student_t": "expected y (location)"}[design.likelihood]
+    out = {}
+    for g in range(design.n_groups):
+        if g == design.reference:
+            continue
+        rows = np.flatnonzero(design.group == g)
+        total = np.zeros(next(iter(s.values())).shape[0])
+        for start in range(0, rows.size, chunk):
+            r = rows[start:start + chunk]
+            e1 = expected_outcome(design.likelihood, linear_predictor(s, design, rows=r), n_trials=design.n_trials,
+                                  cutpoints=cut)
+            e0 = expected_outcome(design.likelihood, linear_predictor(s, design, rows=r, as_reference=True),
+                                  n_trials=design.n_trials, cutpoints=cut)
+            total += (e1 - e0).sum(-1)
+        diff = total / max(rows.size, 1)
+        lb, ub = np.quantile(diff, [(1 - ci_prob) / 2, (1 + ci_prob) / 2])
+        name = design.group_names[g] if design.group_names else str(g)
+        out[name] = {"mean": float(diff.mean()), "sd": float(diff.std()), "lb": float(lb), "ub": float(ub),
+                     "ci_prob": ci_prob, "p_positive": float(np.mean(diff > 0)), "rows": int(rows.size),
+                     "scale": scale}
+    return out
+
+
+def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
+    """ArviZ DataTree of a GLM fit: ``posterior``, ``sample_stats``, ``log_likelihood`` (pointwise,
+    from the observed site), ``posterior_predictive`` and ``observed_data`` (``draws`` draws
+    kept, evenly thinned, so the tree fits in memory at 45,000 rows), ``constant_data`` (group)."""
+    import arviz_base  # arviz's data layer, heavy at import
+    import xarray as xr
+    from numpyro.infer import Predictive
+    from numpyro.infer.util import log_likelihood
+
+    s = {k: np.asarray(v) for k, v in fit_.samples.items()}
+    c, n = next(iter(s.values())).shape[:2]
+    thin = max(1, int(np.ceil(c * n / draws)))
+    kept = {k: v[:, ::thin] for k, v in s.items()}
+    flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in kept.items()}
+    k = next(iter(kept.values())).shape[1]
+    model, args = fit_.model, fit_.model_args
+    with jax.enable_x64(True):
+        pp = Predictive(model, posterior_samples=flat)(jax.random.key(seed), *args[:3], None)["y"]
+        ll = log_likelihood(model, flat, *args)["y"]
+    pp = np.asarray(pp).reshape(c, k, -1)
+    ll = np.asarray(ll).reshape(c, k, -1)
+    obs = ("chain", "draw", "obs")
+    post = arviz_base.dict_to_dataset(kept, sample_dims=["chain", "draw"])
+    stats = {kk: np.asarray(v)[:, ::thin] for kk, v in fit_.sample_stats.items()
+             if np.asarray(v).shape[:2] == (c, n)}
+    tree = xr.DataTree.from_dict({
+        "posterior": post,
+        "sample_stats": xr.Dataset({kk: (("chain", "draw"), v) for kk, v in stats.items()}),
+        "log_likelihood": xr.Dataset({"y": (obs, ll)}),
+        "posterior_predictive": xr.Dataset({"y": (obs, pp)}),
+        "observed_data": xr.Dataset({"y": ("obs", np.asarray(design.y))}),
+        "constant_data": xr.Dataset({"group": ("obs", np.asarray(design.group))}),
+    })
+    tree.attrs.update({"likelihood": design.likelihood, "converged": int(fit_.convergence.converged),
+                       "convergence": fit_.convergence.message})
+    return tree
+
+
+#: The parameters :func:`glm_sbc_problem` ranks (those the likelihood has).
+SBC_SITES = ("alpha", "delta", "beta", "sigma_bucket", "sigma_u", "s_slope", "cutpoints", "phi", "sigma", "nu")
+
+
+def glm_sbc_problem(design: GlmDesign, *, n_draws: int = 99, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+                    **nuts: Any) -> SBCProblem:
+    """The SBC problem (:func:`bayesfair.inference.sbc.sbc`) of the GLM on ``design``'s group,
+    bucket and X: parameters from the model's prior, ``y`` simulated from them (the model is the
+    specification), the fit :func:`fit_glm` by NUTS with ``nuts`` settings, ``n_draws`` evenly
+    thinned posterior draws of :data:`SBC_SITES` ranked. Use ``sbc(..., vectorize=False)``."""
+    from numpyro.infer import Predictive
+
+    model, args = build_glm(design, priors=priors)
+
+    def prior_draw(key):
+        with jax.enable_x64(True):
+            draw = Predictive(model, num_samples=1)(key, *args[:3], None)
+        return {k: np.asarray(v)[0] for k, v in draw.items() if k in SBC_SITES or k == "y"}
+
+    def simulate(key, theta):
+        del key  # y was drawn with the parameters, from the model itself
+        return np.asarray(theta["y"], np.float64)
+
+    def fit_(y, key):
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        res = fit_glm(design._replace(y=np.asarray(y, np.float64)), priors=priors, seed=seed, warn=False, **nuts)
+        flat = _flat(res, n_draws)
+        return {k: v for k, v in flat.items() if k in SBC_SITES}
+
+    return SBCProblem(prior_draw, simulate, fit_)

@@ -1,0 +1,178 @@
+"""A hierarchical GLM for group bias on real data: a level shift with its own prior, an age-bucket
+effect shared across groups, and likelihoods for binary, bounded-count, ordinal and continuous
+outcomes.
+
+In brms/bambi notation the model is ``y ~ group + bucket + x + x:group + (1 + group | bucket)``:
+for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with features x
+(z-scored, no intercept column),
+
+    eta_n = alpha + delta_g + gamma_b + u_{b,g} + x . (beta + lambda_g)
+
+- ``delta [m-1]``: the **level shift** of each non-reference group (the bias a user asks about),
+  prior N(0, ``shift_sd``^2), its own scale, *not* shrunk together with the slope differences;
+- ``gamma [B]``: bucket effects shared by every group (the pairing of the groups' arms in the
+  same bucket), N(0, sigma_bucket^2), sigma_bucket ~ HalfNormal(``bucket_sd``);
+- ``u [B, m-1]``: the group-by-bucket deviation of the shift (the ``group | bucket`` slope),
+  N(0, sigma_u^2), sigma_u ~ HalfNormal(``u_sd``);
+- ``beta [d]``: common slopes, N(0, (``slope_total_sd`` / sqrt(d))^2): the prior sd of the
+  features' part of eta is ``slope_total_sd`` whatever d, so 30 features do not put the prior
+  predictive probabilities at 0 or 1;
+- ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
+  slope sd): shrunk together, separately from delta.
+
+Every random effect is non-centred (z-scores times their scale). On the logit scale (Bernoulli,
+binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
+likelihoods every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
+centred at ``y_loc``. The paper's model (Section 3.1, Eq. 2: exchangeable arms, one s for every
+coordinate of psi) stays available as :func:`bayesfair.posteriors.group_bias.group_bias_model`.
+
+Likelihoods (``likelihood``; the observed site is ``y``, so ArviZ's pointwise log-likelihood and
+NumPyro's ``Predictive`` draws come from it):
+
+- ``"bernoulli"``: y in {0, 1}, P(y = 1) = sigmoid(eta);
+- ``"binomial"``: y in 0..n_trials, Binomial(n_trials, sigmoid(eta));
+- ``"beta_binomial"``: over-dispersed bounded counts, BetaBinomial(n_trials, p phi, (1 - p) phi),
+  p = sigmoid(eta), phi ~ Gamma(2, 0.1);
+- ``"ordered_logistic"``: ordinal y in 0..n_levels-1, cumulative logit with cutpoints (no alpha):
+  their centre ~ N(0, 1.5^2) and gaps c_k - c_{k-1} ~ LogNormal(log g, 0.5^2), g the gap of the
+  cutpoints that give every level the same share (logit(j / K), so the prior predictive spreads
+  over the levels instead of piling at the lowest);
+- ``"gaussian"``: N(eta, sigma^2), sigma ~ HalfNormal(y_scale);
+- ``"student_t"``: StudentT(nu, eta, sigma), nu ~ Gamma(2, 0.1) (Juarez and Steel 2010).
+
+``group_bias=False`` drops delta, u and lambda (the model without group bias, for LOO).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+__all__ = ["GLM_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model", "check_glm_likelihood",
+           "expected_outcome"]
+
+GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t")
+
+
+class GlmPriors(NamedTuple):
+    """Scales of :func:`group_glm_model`'s priors (logit scale; times ``y_scale`` for continuous y)."""
+
+    intercept_sd: float = 1.5
+    shift_sd: float = 1.0
+    bucket_sd: float = 1.0
+    u_sd: float = 0.5
+    slope_total_sd: float = 1.0
+
+
+DEFAULT_GLM_PRIORS = GlmPriors()
+
+
+def check_glm_likelihood(likelihood: str, y: Any, *, n_trials: int = 9, n_levels: int | None = None) -> None:
+    """Raise ``ValueError`` naming the problem if ``y`` is not a valid outcome of ``likelihood``."""
+    if likelihood not in GLM_LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {GLM_LIKELIHOODS}, got {likelihood!r}")
+    y = np.asarray(y, np.float64)
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y must be finite")
+    if likelihood in ("gaussian", "student_t"):
+        return
+    if not np.all(y == np.round(y)):
+        raise ValueError(f"likelihood {likelihood!r} needs integer outcomes, got non-integer y")
+    top = {"bernoulli": 1, "binomial": n_trials, "beta_binomial": n_trials,
+           "ordered_logistic": (n_levels or 0) - 1}[likelihood]
+    if likelihood == "ordered_logistic" and (n_levels is None or n_levels < 3):
+        raise ValueError(f"ordered_logistic needs n_levels >= 3, got {n_levels}")
+    if y.min() < 0 or y.max() > top:
+        raise ValueError(f"likelihood {likelihood!r} needs y in [0, {top}], got [{y.min():g}, {y.max():g}]")
+
+
+def _obs_dist(likelihood: str, eta: Any, extra: dict[str, Any], n_trials: int):
+    if likelihood == "bernoulli":
+        return dist.BernoulliLogits(eta)
+    if likelihood == "binomial":
+        return dist.BinomialLogits(eta, total_count=n_trials)
+    if likelihood == "beta_binomial":
+        p = jnp.clip(jnp.asarray(1.0) / (1.0 + jnp.exp(-eta)), 1e-12, 1 - 1e-12)
+        phi = extra["phi"]
+        return dist.BetaBinomial(p * phi, (1 - p) * phi, total_count=n_trials)
+    if likelihood == "ordered_logistic":
+        return dist.OrderedLogistic(eta, extra["cutpoints"])
+    if likelihood == "gaussian":
+        return dist.Normal(eta, extra["sigma"])
+    return dist.StudentT(extra["nu"], eta, extra["sigma"])
+
+
+def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, *, n_groups: int, n_buckets: int,
+                    reference: int = 0, likelihood: str = "bernoulli", n_trials: int = 9,
+                    n_levels: int | None = None, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+                    y_loc: float = 0.0, y_scale: float = 1.0) -> None:
+    """NumPyro model of the module docstring. ``group``, ``bucket`` int ``[N]``; ``X [N, d]``."""
+    d = X.shape[1]
+    others = [g for g in range(n_groups) if g != reference]
+    slot = np.full(n_groups, -1, np.int64)
+    slot[others] = np.arange(len(others))
+    cont = likelihood in ("gaussian", "student_t")
+    sc = y_scale if cont else 1.0
+    slope_sd = priors.slope_total_sd / np.sqrt(max(d, 1))
+    eta = jnp.zeros(X.shape[0])
+    if likelihood != "ordered_logistic":
+        alpha = numpyro.sample("alpha", dist.Normal(y_loc if cont else 0.0, priors.intercept_sd * sc))
+        eta = eta + alpha
+    sigma_bucket = numpyro.sample("sigma_bucket", dist.HalfNormal(priors.bucket_sd * sc))
+    gamma_z = numpyro.sample("gamma_z", dist.Normal(0, 1).expand([n_buckets]).to_event(1))
+    gamma = numpyro.deterministic("gamma", sigma_bucket * gamma_z)
+    beta = numpyro.sample("beta", dist.Normal(0, slope_sd * sc).expand([d]).to_event(1))
+    eta = eta + gamma[bucket] + X @ beta
+    if group_bias and others:
+        k = len(others)
+        delta = numpyro.sample("delta", dist.Normal(0, priors.shift_sd * sc).expand([k]).to_event(1))
+        sigma_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.u_sd * sc))
+        u_z = numpyro.sample("u_z", dist.Normal(0, 1).expand([n_buckets, k]).to_event(2))
+        u = numpyro.deterministic("u", sigma_u * u_z)
+        s_slope = numpyro.sample("s_slope", dist.HalfNormal(slope_sd * sc))
+        lam_z = numpyro.sample("lambda_z", dist.Normal(0, 1).expand([k, d]).to_event(2))
+        lam = numpyro.deterministic("lambda", s_slope * lam_z)
+        s_row = jnp.asarray(slot)[group]
+        on = s_row >= 0
+        j = jnp.where(on, s_row, 0)
+        shift = delta[j] + u[bucket, j] + jnp.sum(X * lam[j], axis=-1)
+        eta = eta + jnp.where(on, shift, 0.0)
+    extra: dict[str, Any] = {}
+    if likelihood == "beta_binomial":
+        extra["phi"] = numpyro.sample("phi", dist.Gamma(2.0, 0.1))
+    elif likelihood == "ordered_logistic":
+        k = int(n_levels)
+        gap = 2.0 * np.log(k - 1.0) / (k - 2)  # equal level shares have cutpoints logit(j / k), spread 2 logit(1 - 1/k)
+        mid = numpyro.sample("cut_mid", dist.Normal(0, 1.5))
+        gaps = numpyro.sample("cut_gaps", dist.LogNormal(np.log(gap), 0.5).expand([k - 2]).to_event(1))
+        raw = jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)])
+        extra["cutpoints"] = numpyro.deterministic("cutpoints", mid + raw - raw.mean())
+    elif cont:
+        extra["sigma"] = numpyro.sample("sigma", dist.HalfNormal(y_scale))
+        if likelihood == "student_t":
+            extra["nu"] = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
+    if y is not None and likelihood == "ordered_logistic":  # categorical log-probs index by the level
+        y = jnp.asarray(y).astype(jnp.int32)
+    numpyro.sample("y", _obs_dist(likelihood, eta, extra, n_trials), obs=y)
+
+
+def expected_outcome(likelihood: str, eta: np.ndarray, *, n_trials: int = 9, cutpoints: np.ndarray | None = None
+                     ) -> np.ndarray:
+    """E[y | eta] on the outcome's scale: P(y = 1), n_trials p, the expected ordinal level
+    sum_k k P(y = k), or eta itself (Gaussian / Student-t location: e.g. the expected log income).
+
+    ``eta [..., N]``; ``cutpoints [..., K-1]`` (ordered logistic) broadcast against ``eta[..., :1]``.
+    """
+    eta = np.asarray(eta, np.float64)
+    if likelihood in ("gaussian", "student_t"):
+        return eta
+    if likelihood == "ordered_logistic":
+        c = np.asarray(cutpoints, np.float64)[..., None, :]
+        above = 1.0 / (1.0 + np.exp(-(eta[..., None] - c)))  # P(y > k) for k = 0..K-2
+        return above.sum(-1)
+    p = 1.0 / (1.0 + np.exp(-eta))
+    return p if likelihood == "bernoulli" else n_trials * p
