@@ -188,5 +188,10 @@ def test_the_readme_commands_run_from_the_installed_package(fresh):
     bayesfair("report", "results/demo")
     assert (work / "results" / "demo" / "demo.report.html").stat().st_size > 0
 
+    # the model recipes ship in the package: listed and runnable with no models/ folder about
+    listed = bayesfair("fit", "--list").stdout
+    assert all(r in listed for r in ("compas_group_bias", "family_income_group_bias", "adult_group_bias")), listed
+    assert "--rows" in bayesfair("fit", "compas_group_bias", "--help").stdout
+
     shown = {_command_words(line) for line in _readme_commands()}
     assert shown - NOT_RUN_HERE <= ran, f"README commands this test does not run: {shown - NOT_RUN_HERE - ran}"

@@ -188,7 +188,7 @@ def from_posterior(posterior: PosteriorFamily, state: Any, *, merit: Merit | Cal
     >>> state = post.update(post.init(3), Outcome(jnp.float32(1.0), arm=jnp.int32(2)))
     >>> tree = dg.from_posterior(post, state, merit=bf.merit.exponential(4.0), n_draws=200)
     >>> tree.attrs["source"], dict(tree.posterior["pi_star"].sizes)
-    ('exact', {'chain': 1, 'draw': 200, 'arm': 3})
+    ('exact', {'chain': 4, 'draw': 50, 'arm': 3})
     >>> table = dg.summary(tree)
     >>> "pi_star[0]" in table.index
     True
