@@ -45,3 +45,20 @@ def policy_examples(entry) -> list[dict]:
                 exs = fam.examples()
                 out.append((f"{entry.name}[{j}]-{fam.name}", {**spec, "posterior": exs[(shift + j) % len(exs)]}))
     return out
+
+
+def tracking_block(real_block, inside: list):
+    """A stand-in for ``core._compile.cache_small_programs`` that runs the real block and keeps
+    ``inside`` non-empty while a call is within it (so a test can see where compilations happen)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        with real_block():
+            inside.append(1)
+            try:
+                yield
+            finally:
+                inside.pop()
+
+    return block

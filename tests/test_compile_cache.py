@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from _checks import tracking_block
 
 import bayesfair
 import bayesfair.simulation.simulator  # noqa: F401
@@ -232,15 +233,7 @@ def test_diagnostics_turn_the_cache_on_before_they_compile(monkeypatch, exp4):
     inside: list[int] = []
     real_block = _compile.cache_small_programs
 
-    @contextlib.contextmanager
-    def block():
-        with real_block():
-            inside.append(1)
-            try:
-                yield
-            finally:
-                inside.pop()
-
+    block = tracking_block(real_block, inside)
     monkeypatch.setattr(_compile, "cache_small_programs", block)
     post = bayesfair.beta_bernoulli(a0=1.3, b0=0.9)  # new closures and shapes: the calls must compile
     rng = np.random.default_rng(3)

@@ -2,7 +2,6 @@
 with the documented keys, batches, save/restore, the checks at its boundary and its compiled
 programs in the persistent cache."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _checks import tracking_block
 
 import bayesfair as bf
 from bayesfair.core.types import Observation
@@ -353,15 +353,7 @@ def test_every_program_compiles_with_the_cache_on_and_small_programs_kept(monkey
     real_on, real_block = online_mod.enable_persistent_cache, online_mod.cache_small_programs
     monkeypatch.setattr(online_mod, "enable_persistent_cache", lambda: (on.append(1), real_on())[1])
 
-    @contextlib.contextmanager
-    def block():
-        with real_block():
-            inside.append(1)
-            try:
-                yield
-            finally:
-                inside.pop()
-
+    block = tracking_block(real_block, inside)
     monkeypatch.setattr(online_mod, "cache_small_programs", block)
     compiles = []
 
