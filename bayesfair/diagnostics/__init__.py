@@ -71,7 +71,7 @@ group-bias term; no LOO difference is not evidence of no bias).
 """
 
 from bayesfair.diagnostics.gap import aggregate_gap, exposure_gap
-from bayesfair.diagnostics.model_checks import calibration_check, compare_bias, ppc_statistics, ppc_verdict
+from bayesfair.diagnostics.model_checks import calibration_check, check_lines, compare_bias, ppc_statistics, ppc_verdict
 from bayesfair.diagnostics.posterior import (
     ARM_VARS,
     GROUP_VARS,
@@ -109,6 +109,7 @@ __all__ = [
     "exposure_gap",
     "aggregate_gap",
     "ppc_verdict",
+    "check_lines",
     "ppc_statistics",
     "calibration_check",
     "compare_bias",

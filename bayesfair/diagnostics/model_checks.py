@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PPC_ALPHA", "calibration_check", "compare_bias", "ppc_statistics", "ppc_verdict"]
+__all__ = ["PPC_ALPHA", "calibration_check", "check_lines", "compare_bias", "ppc_statistics", "ppc_verdict"]
 
 #: Two-sided level of each posterior predictive statistic's check.
 PPC_ALPHA = 0.01
@@ -271,3 +271,20 @@ def compare_bias(with_bias: Any, without_bias: Any, *, names: tuple[str, str] = 
                    "no LOO difference would not be evidence of no bias")
     return {"table": table, "first": first, "elpd_diff": diff, "dse": dse, "pareto_k_over_0.7": k_bad,
             "reading": reading, "csv": cmp.to_csv()}
+
+
+def check_lines(name: str, checks: dict[str, Any]) -> list[str]:
+    """The printed form of a :func:`ppc_verdict` result (with ``calibration`` from
+    :func:`calibration_check` when present): the verdict line, then one line per statistic, each
+    saying ``pass`` or ``FAIL``."""
+    failed = f"; failed: {', '.join(checks['failed'])}" if checks["failed"] else ""
+    lines = [f"{name} ({checks['rule']}): {'PASS' if checks['passed'] else 'FAIL'}{failed}"]
+    for k, v in checks["statistics"].items():
+        lines.append(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  "
+                     f"p {v['p']:.3f}  {'pass' if v['pass'] else 'FAIL'}")
+    if "calibration" in checks:
+        c = checks["calibration"]
+        lines.append(f"  calibration (PAV): miscalibration {c['miscalibration']:.5f} vs replicated "
+                     f"{c['miscalibration_replicated']:.5f}, p {c['p']:.3f}, {c['share_outside_band']:.1%} of "
+                     f"rows outside the {c['ci_prob']:.0%} band: {'pass' if c['passed'] else 'FAIL'}")
+    return lines

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bayesfair.diagnostics import calibration_check, compare_bias, ppc_verdict
+from bayesfair.diagnostics import calibration_check, check_lines, compare_bias, ppc_verdict
 from bayesfair.inference.glm_fit import bias_estimand, build_glm, fit_glm, glm_design, glm_tree, linear_predictor
 from bayesfair.plotting import save_figure
 from bayesfair.posteriors.group_glm import expected_outcome
@@ -194,15 +194,7 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     print(f"convergence (with bias): {f1.convergence.message}")
     if main["fit0"] is not None:
         print(f"convergence (without bias): {main['fit0'].convergence.message}")
-    print(f"checks ({checks['rule']}): {'PASS' if checks['passed'] else 'FAIL'}"
-          + (f"; failed: {', '.join(checks['failed'])}" if checks["failed"] else ""))
-    for k, v in checks["statistics"].items():
-        print(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  p {v['p']:.3f}  "
-              f"{'pass' if v['pass'] else 'FAIL'}")
-    if "calibration" in checks:
-        c = checks["calibration"]
-        print(f"  calibration (PAV): miscalibration {c['miscalibration']:.5f} vs replicated "
-              f"{c['miscalibration_replicated']:.5f}, p {c['p']:.3f}: {'pass' if c['passed'] else 'FAIL'}")
+    print("\n".join(check_lines("checks", checks)))
     if "reading" in loo:
         print(f"LOO with vs without bias: {loo['reading']}")
     ref = design.group_names[design.reference]

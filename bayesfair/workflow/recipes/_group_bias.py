@@ -57,6 +57,7 @@ import numpy as np
 
 from bayesfair.diagnostics import (
     calibration_check,
+    check_lines,
     compare_bias,
     from_group_bias_fit,
     ppc_verdict,
@@ -402,16 +403,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
             for k, v in cmp["table"].items():
                 print(f"  {k:<12} " + "  ".join(f"{c} {x:.2f}" for c, x in v.items()))
             print(f"  reading: {cmp['reading']}")
-    print(f"PPC ({ppc['rule']}): {'PASS' if ppc['passed'] else 'FAIL'}"
-          + (f"; failed: {', '.join(ppc['failed'])}" if ppc["failed"] else ""))
-    for k, v in ppc["statistics"].items():
-        print(f"  {k:<28} observed {v['observed']:>9.4f}  replicated {v['replicated_mean']:>9.4f}  p {v['p']:.3f}  "
-              f"{'pass' if v['pass'] else 'FAIL'}")
-    if "calibration" in ppc:
-        c = ppc["calibration"]
-        print(f"  calibration (PAV): miscalibration {c['miscalibration']:.5f} vs replicated "
-              f"{c['miscalibration_replicated']:.5f}, p {c['p']:.3f}, {c['share_outside_band']:.1%} of rows outside "
-              f"the {c['ci_prob']:.0%} band: {'pass' if c['passed'] else 'FAIL'}")
+    print("\n".join(check_lines("PPC", ppc)))
     if "psi" in tree["posterior"].dataset:
         lo, hi = [c for c in psi.columns if c.startswith("hdi")][:2]
         print(f"posterior of psi (reference group: {ref}), mean [{int(100 * CI_PROB)}% HDI], r_hat, ESS bulk:")
