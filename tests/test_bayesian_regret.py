@@ -60,7 +60,7 @@ def test_per_arm_prior_environment_draws_the_prior(post, mean, var):
     _check_moments(means, mean, var, post.name)
     resid = np.asarray(rnd.reward - rnd.mean)  # E[r | instance] = the instance's mean
     assert np.all(np.abs(resid.mean(axis=0)) < Z * resid.std(axis=0) / np.sqrt(N))
-    assert env.config["prior"] == prior_marker(post) and env.spec.n_arms == 3
+    assert env.params["prior"] == prior_marker(post) and env.spec.n_arms == 3
     assert env.spec.rewards == ("binary" if post.rewards == "binary" else "real")
 
 

@@ -294,7 +294,7 @@ def test_probs_are_the_papers_rule_from_a_batch_fit(kind, pol, groups):
     """pi_t from the rank-one float32 state equals the float64 batch rule of the paper."""
     spec = Spec(n_arms=N, group_of_arm=groups, n_groups=int(groups.max()) + 1, n_features=D)
     rng = np.random.default_rng(abs(hash(kind)) % 1000)
-    reference = pol.config.get("reference", 0)
+    reference = pol.params.get("reference", 0)
     for t_len in (4, 150):
         arms, X, y = _history(rng, t_len, groups=groups)
         state = _state_after(pol, arms, X, y, spec)
@@ -302,8 +302,8 @@ def test_probs_are_the_papers_rule_from_a_batch_fit(kind, pol, groups):
         t = t_len + 1
         _, probs, _ = pol.select(jax.random.key(0), state, Observation(jnp.int32(t), jnp.asarray(ctx)))
         want = _literal_probs(kind, arms, X.astype(np.float64), y.astype(np.float64), ctx.astype(np.float64), t,
-                              groups=groups, delta=pol.config["delta"], reference=reference,
-                              rho=pol.config.get("rho") or 0.0, horizon=pol.config.get("horizon"))
+                              groups=groups, delta=pol.params["delta"], reference=reference,
+                              rho=pol.params.get("rho") or 0.0, horizon=pol.params.get("horizon"))
         np.testing.assert_allclose(np.asarray(probs), want, atol=2e-4, err_msg=f"{kind}, t={t}")
         if kind == "naive_fair":  # demographic parity (Eq. 13): every group gets exactly 1/m of pi_t
             np.testing.assert_allclose(np.bincount(groups, weights=np.asarray(probs)), 1.0 / 3.0, atol=1e-6)

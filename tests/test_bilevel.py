@@ -304,7 +304,7 @@ def test_mf_with_horizon_is_fairx_ucb_and_mf_ts_is_fairx_ts():
         a2, p2, _ = ref.select(key, s2, obs)
         assert int(a1) == int(a2)
         np.testing.assert_array_equal(np.asarray(p1), np.asarray(p2))
-    assert bl.mf(M).name == "MF" and bl.mf_ts(M, bf.beta_bernoulli()).name == "MF-TS"
+    assert bl.mf(M).label == "MF" and bl.mf_ts(M, bf.beta_bernoulli()).label == "MF-TS"
 
 
 def test_anytime_mf_ignores_groups_and_pulls_every_arm_first():
@@ -333,7 +333,7 @@ def test_gef_plays_the_best_index_within_the_group():
 
 
 def _bad_merit():
-    return Merit(fn=lambda mu: mu, name="zero-floor", gamma=0.0, lipschitz=1.0, domain=(0.0, 1.0))
+    return Merit(fn=lambda mu: mu, label="zero-floor", gamma=0.0, lipschitz=1.0, domain=(0.0, 1.0))
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ def _counting_build(monkeypatch):
     real = sim_mod._build_fns
 
     def build(env, policy, *args, **kwargs):
-        built.append(policy.name)
+        built.append(policy.label)
         return real(env, policy, *args, **kwargs)
 
     monkeypatch.setattr(sim_mod, "_build_fns", build)
@@ -54,10 +54,10 @@ def test_second_identical_call_reuses_the_chunk_functions(monkeypatch, exp4):
     built = _counting_build(monkeypatch)
     pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4)
     a, b = _sim(pol), _sim(pol)
-    assert built == [pol.name]
+    assert built == [pol.label]
     np.testing.assert_array_equal(a, b)
     c = _sim(pol, chunk_size=20)
-    assert built == [pol.name] * 2  # the chunk size is part of the trace
+    assert built == [pol.label] * 2  # the chunk size is part of the trace
     np.testing.assert_allclose(a, c, rtol=1e-5)
     d = _sim(pol, runs=2)
     assert len(built) == 2 and d.shape[0] == 2
@@ -74,7 +74,7 @@ def test_horizons_shorter_than_the_chunk_share_one_trace(monkeypatch, exp4):
     built = _counting_build(monkeypatch)
     pol = bayesfair.fairx_ts(bayesfair.beta_bernoulli(), exp4)
     a40, a60 = _sim(pol, horizon=40, chunk_size=64), _sim(pol, horizon=60, chunk_size=64)
-    assert built == [pol.name]
+    assert built == [pol.label]
     np.testing.assert_array_equal(a40, _sim(pol, horizon=40, chunk_size=40))
     np.testing.assert_array_equal(a60, _sim(pol, horizon=60, chunk_size=60))
     assert len(built) == 3

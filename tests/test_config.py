@@ -46,7 +46,7 @@ def test_valid_config_builds_the_study():
     study = parse_config(BASE)
     assert isinstance(study, Study)
     assert list(study.policies) == ["FX", "EG"]
-    assert study.policies["EG"].config["epsilon"] == 0.1
+    assert study.policies["EG"].params["epsilon"] == 0.1
     # the study merit is inherited by policies that take one
     assert study.config["policies"]["FX"]["merit"] == {"name": "exponential", "c": 4.0}
     assert study.env.spec.n_arms == 3 and study.env.groups.n_groups == 2
@@ -131,9 +131,9 @@ def test_inheritance_of_floors_horizon_and_merit():
                        "M": {"name": "mf", "merit": {"name": "identity"}}}
     study = parse_config(raw)
     assert study.config["policies"]["B"]["groups_beta"] == [0.3, 0.3]
-    assert study.policies["B"].config["groups_beta"] == [0.3, 0.3]
+    assert study.policies["B"].params["groups_beta"] == [0.3, 0.3]
     assert study.config["policies"]["U"]["horizon"] == 50  # Theorem 3.2.1's T is the study horizon
-    assert study.policies["M"].config["merit"]["name"] == "identity"
+    assert study.policies["M"].params["merit"]["name"] == "identity"
     assert "horizon" not in study.config["policies"]["M"]  # MF stays anytime unless told
 
 
@@ -164,7 +164,7 @@ def test_unknown_modules_are_listed_as_unavailable_not_import_errors(tmp_path, m
 def test_import_path_names_and_signature_schema():
     raw = _with("policies.X", {"name": "bayesfair.policies.classic:epsilon_greedy", "epsilon": 0.2})
     study = parse_config(raw)
-    assert study.policies["X"].config["epsilon"] == 0.2
+    assert study.policies["X"].params["epsilon"] == 0.2
     err = _error(_with("policies.X", {"name": "bayesfair.policies.classic:nope"}))
     assert err.path == "policies.X.name" and "has no attribute 'nope'" in str(err)
 
@@ -182,7 +182,7 @@ def test_toml_file_errors_and_overrides(tmp_path):
     with pytest.raises(ConfigError, match="not in the config"):
         set_path(copy.deepcopy(BASE), "policies.NOPE.epsilon", 0.1)
     study = load_config(CONFIGS / "demo.toml", ["runs=3", "horizon=100", "policies.FairX-EG.epsilon=0.2"])
-    assert (study.runs, study.horizon, study.policies["FairX-EG"].config["epsilon"]) == (3, 100, 0.2)
+    assert (study.runs, study.horizon, study.policies["FairX-EG"].params["epsilon"]) == (3, 100, 0.2)
     assert study.name == "demo"
 
 
@@ -206,10 +206,10 @@ def test_demo_config_is_the_demo_study():
     }
     assert list(study.policies) == list(demo)
     for name, pol in demo.items():
-        assert study.policies[name].name == pol.name
-        assert study.policies[name].config == pol.config, name
+        assert (study.policies[name].name, study.policies[name].label) == (pol.name, pol.label)
+        assert study.policies[name].params == pol.params, name
     env = bf.bernoulli_arms(DEMO_MEANS)
-    assert study.env.config == env.config and study.env.name == env.name
+    assert study.env.params == env.params and study.env.label == env.label
     np.testing.assert_array_equal(study.env.groups.labels, env.groups.labels)
     assert study.merit.describe() == merit.describe()
     assert (study.seed, study.runs, study.horizon) == (0, 20, 20_000)

@@ -6,7 +6,7 @@ Every registered policy, posterior and environment is built from its declared ex
 - policies: ``init``/``update``/``select`` jit and vmap (over keys and history lengths, inside a
   ``lax.scan`` on the policy's example environment), pi_t is a finite probability vector of shape
   ``[K]``, the action an int32 drawn from it, ``info`` values finite; the state survives a
-  save/load round trip (the policy rebuilt from its saved registry recipe) with the same next
+  save/load round trip (the policy rebuilt from its saved name and params) with the same next
   selection;
 - posteriors: jit-fitted on a history, vmapped draws of the documented shape, finite, positive
   variances;
@@ -82,8 +82,10 @@ def play(pol, env, key, n_hist):
 def test_policy_contract(name, index, spec, tmp_path):
     entry = registry.get("policy", name)
     env = example_env(entry)
-    pol, recipe = build("policy", spec, study=EXAMPLE_STUDY)
-    assert isinstance(pol, bf.Policy) and pol.config  # the recorded config (declared or hand-written)
+    pol, _ = build("policy", spec, study=EXAMPLE_STUDY)
+    assert isinstance(pol, bf.Policy) and pol.name == name  # its key and arguments, recorded by the declaration
+    assert registry.build("policy", registry.check_params("policy", {"name": name, **pol.params}, "p")[1], "p"
+                          ).params == pol.params  # {"name": name, **params} is the table that rebuilds it
     keys = jax.random.split(jax.random.key(index), KEYS_PER_HIST * len(HIST))
     n_hist = jnp.repeat(jnp.asarray(HIST, jnp.int32), KEYS_PER_HIST)
     states, obs, (action, probs, info) = jax.jit(jax.vmap(lambda k, n: play(pol, env, k, n)))(keys, n_hist)
@@ -93,13 +95,13 @@ def test_policy_contract(name, index, spec, tmp_path):
             leaf = np.asarray(leaf)
             if np.issubdtype(leaf.dtype, np.floating):  # a UCB index is +inf for never-pulled arms
                 assert not np.any(np.isnan(leaf)) and (key == "index" or np.all(np.isfinite(leaf))), key
-    # save/load round trip of one run's state: the policy comes back from its recipe, bit for bit,
+    # save/load round trip of one run's state: the policy comes back from its name and params, bit for bit,
     # and selects exactly what the original selected
     state, ob = jax.tree.map(lambda x: x[-1], (states, obs))
     k_sel = jax.random.split(keys[-1], 4)[3]
-    path = save_policy(tmp_path / "policy.npz", pol, state, env.spec, key=k_sel, recipe=recipe)
+    path = save_policy(tmp_path / "policy.npz", pol, state, env.spec, key=k_sel)
     saved = load_policy(path)
-    assert saved.policy.name == pol.name and saved.policy.config == pol.config
+    assert (saved.policy.name, saved.policy.label, saved.policy.params) == (pol.name, pol.label, pol.params)
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(saved.state), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     again_action, again_probs, _ = saved.policy.select(saved.key, saved.state, ob)

@@ -237,7 +237,7 @@ def test_yeast_validation_part_shares_the_test_parts_random_fourier_map(monkeypa
     split = validation_split(x, y, fraction=0.2, seed=0)
     test = multilabel_bandit(split.test_features, split.test_labels, mode="linear", n_rff=50, key=0, bias=0.0)
     want = multilabel_bandit(split.val_features, split.val_labels, mode="linear", n_rff=50, key=0, bias=0.0,
-                             rff_scale=test.config["rff_scale"])
+                             rff_scale=test.params["rff_scale"])
     val = yeast_bandit(mode="linear", part="validation", split_seed=0, key=0)
     assert val.spec.n_arms == 14
     assert (val.spec.n_groups, val.spec.n_features, val.spec.reward_range) == \

@@ -47,7 +47,7 @@ def _member(k):
 MERITS = [merits.exponential(4.0), merits.exponential(0.5), merits.exponential(20.0), merits.identity()]
 
 
-@pytest.mark.parametrize("merit", MERITS, ids=lambda m: m.name)
+@pytest.mark.parametrize("merit", MERITS, ids=lambda m: m.label)
 def test_exact_matches_brute_force_over_all_vertices(merit):
     rng = np.random.default_rng(19)
     f64 = lambda m: np.asarray(merit.fn(jnp.asarray(m)))  # noqa: E731
@@ -141,7 +141,7 @@ def test_bf_ucb_exact_solver_maximizes_every_group():
     spec = Spec(n_arms=7, group_of_arm=groups, n_groups=2)
     f64 = lambda m: np.exp(4.0 * np.asarray(m, np.float64))  # noqa: E731
     exact, pga = bilevel.bf_ucb((0.2, 0.2), merit, solver="exact"), bilevel.bf_ucb((0.2, 0.2), merit)
-    assert exact.config["solver"] == "exact" and pga.config["solver"] == "pga"
+    assert exact.params["solver"] == "exact" and pga.params["solver"] == "pga"
     with pytest.raises(ValueError, match="solver: invalid value: allowed one of"):
         bilevel.mf(merit, solver="newton")
     rng = np.random.default_rng(5)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _theta_norm(env) -> float:
-    return float(np.linalg.norm(env.config["theta"]))
+    return float(np.linalg.norm(env.params["theta"]))
 
 
 # --------------------------------------------------------------------------- true CDFs
@@ -65,7 +65,7 @@ def test_sampled_cdf_table_for_many_weights():
     w = np.linspace(0.5, 2.0, 13)[None, :].repeat(2, axis=0)
     w[1] *= 0.5
     env = gm.gmf_synthetic(group_weights=w)
-    assert env.config["true_cdf"].startswith("sampled") and env.spec.n_features == 27
+    assert env.params["true_cdf"].startswith("sampled") and env.spec.n_features == 27
     rnd = jax.jit(jax.vmap(lambda k: env.step(k, env.reset(k), jnp.int32(1))))(jax.random.split(jax.random.key(2), 400))
     fair = np.asarray(rnd.extra["fair"])
     # the relative rank of a fresh candidate is U(0, 1): compare with a 13-term normal approximation
@@ -89,7 +89,7 @@ def _ridge_ref(xs, rs, lam, d):
 
 def _run_reference(env, pol, horizon, multigroup, seed):
     """Play ``pol`` round by round and compare every quantity with a direct NumPy computation."""
-    lam, rho = pol.config["lam"], pol.config["rho"]
+    lam, rho = pol.params["lam"], pol.params["rho"]
     d = env.spec.n_features
     select, update, step = jax.jit(pol.select), jax.jit(pol.update), jax.jit(env.step)
     key = jax.random.key(seed)

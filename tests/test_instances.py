@@ -124,7 +124,7 @@ def test_biased_beta_and_psi_rows_are_played_in_run_r():
     runs, labels = 3, np.repeat([0, 1], 3)
     beta, psi = _biased_instances(runs)
     env = eb.biased_linear_bandit(labels, 2, beta=beta, psi=psi)
-    assert env.reset.runs == runs and env.config["beta"] == {"distribution": "per_run", "runs": runs}
+    assert env.reset.runs == runs and env.params["beta"] == {"distribution": "per_run", "runs": runs}
     ds = _same_as_fixed_rows(env, lambda r: eb.biased_linear_bandit(labels, 2, beta=beta[r], psi=psi[r]),
                              _uniform(), runs)
     np.testing.assert_allclose(ds["mean"].values, (beta + psi[:, labels]) @ np.full(2, 0.5), rtol=1e-5)
@@ -251,7 +251,7 @@ def test_biased_and_gmf_instance_files_from_a_config(tmp_path):
     for table in ({"name": "gmf_synthetic"}, {"name": "gmf_multigroup", "n_candidates": 3,
                                                "proportions": [0.4, 0.3, 0.2, 0.1]}):
         env = registry.build("environment", {**table, "theta_file": str(tmp_path / "mu.csv")}, "environment")
-        assert env.reset.runs == 3 and env.config["theta"]["distribution"] == "per_run"
+        assert env.reset.runs == 3 and env.params["theta"]["distribution"] == "per_run"
     with pytest.raises(ConfigError, match="theta_file: no such file"):
         registry.build("environment", {"name": "gmf_synthetic", "theta_file": str(tmp_path / "no.csv")}, "environment")
 

@@ -211,8 +211,8 @@ def test_hierarchical_posterior_plugs_into_fairx_ts_and_bf_ts():
         inner = state.stats if hasattr(state, "stats") else state
         assert isinstance(inner, MCMCState)
         assert inner.samples["mu"].shape == (2, 4, 4) and inner.samples["group_scale"].shape == (2, 4, 2)
-    assert pol.config["posterior"]["name"] == "hierarchical_logit_normal"
-    assert pol.config["posterior"]["group_of_arm"] == [0, 0, 1, 1]
+    assert pol.params["posterior"]["name"] == "hierarchical_logit_normal"
+    assert pol.params["posterior"]["group_of_arm"] == [0, 0, 1, 1]
 
 
 def test_logistic_merit_composes_with_sigmoid():

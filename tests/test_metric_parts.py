@@ -168,7 +168,7 @@ STUDY = {
 def test_config_floors_key():
     new = parse_config({**copy.deepcopy(STUDY), "floors": [0.2, 0.2]})
     assert new.config["floors"] == [0.2, 0.2]
-    assert new.policies["BF"].config["groups_beta"] == [0.2, 0.2]  # bf_ucb inherits the floors
+    assert new.policies["BF"].params["groups_beta"] == [0.2, 0.2]  # bf_ucb inherits the floors
     with pytest.raises(ConfigError) as err:
         parse_config({**copy.deepcopy(STUDY), "floors": [0.6, 0.2]})
     assert err.value.path == "floors"

@@ -44,7 +44,7 @@ def _rounds(env, n, seed=0):
     keys = jax.random.split(jax.random.key(seed), n)
     params = env.reset(jax.random.key(1))
     rnd = jax.jit(jax.vmap(lambda k, t: env.step(k, params, t)))(keys, jnp.arange(1, n + 1))
-    idx = np.asarray(jax.vmap(lambda k: ml.draw_example(k, env.config["n_examples"]))(keys))
+    idx = np.asarray(jax.vmap(lambda k: ml.draw_example(k, env.params["n_examples"]))(keys))
     return rnd, idx
 
 
@@ -71,7 +71,7 @@ def test_linear_rounds_index_the_context_table():
     np.testing.assert_array_equal(np.asarray(rnd.obs.contexts), tables.contexts[idx])
     np.testing.assert_array_equal(np.asarray(rnd.reward), y[idx])
     np.testing.assert_allclose(np.asarray(rnd.mean), tables.fitted_means[idx], rtol=1e-5, atol=1e-6)
-    assert env.config["rff_scale"] == pytest.approx(tables.bandwidth)
+    assert env.params["rff_scale"] == pytest.approx(tables.bandwidth)
 
 
 def test_rff_block_structure_matches_the_full_outer_product():
@@ -198,7 +198,7 @@ def test_yeast_environments_have_the_paper_shapes(yeast_xy):
 def test_yeast_bandit_loads_through_datasets(monkeypatch, yeast_xy):
     monkeypatch.setenv("BAYESFAIR_DATA", str(_data_dir()))
     env = yeast_bandit(mode="mab", split="train")
-    assert env.spec.n_arms == 14 and env.config["n_examples"] == 1500 and env.name == "yeast_mab_train"
+    assert env.spec.n_arms == 14 and env.params["n_examples"] == 1500 and env.label == "yeast_mab_train"
     assert yeast_bandit(mode="linear", n_rff=8).spec.n_features == 8
 
 

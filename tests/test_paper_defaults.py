@@ -240,7 +240,7 @@ def gmf_section6():
 
     env = gm.gmf_synthetic()
     pols = {"Fair-Greedy": gp.fair_greedy(GM_T),
-            "OFUL": gp.oful(noise_sd=env.config["noise_sd"], theta_bound=float(np.linalg.norm(env.config["theta"]))),
+            "OFUL": gp.oful(noise_sd=env.params["noise_sd"], theta_bound=float(np.linalg.norm(env.params["theta"]))),
             "Uniform Random": bf.uniform()}
     return bf.simulate(6, env, pols, GM_T, GM_R, merit=bf.merit.exponential(1.0), checkpoints=[GM_T])
 

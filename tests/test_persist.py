@@ -63,22 +63,25 @@ def test_save_load_round_trip_continues_identically(tmp_path, small_env, exp4, m
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_batched_state_recipe_rebuild_and_mismatch_errors(tmp_path, small_env, exp4):
-    recipe = {"name": "fairx_ts", "posterior": "beta_bernoulli", "merit": {"name": "exponential", "c": 4.0}}
+def test_batched_state_rebuild_and_mismatch_errors(tmp_path, small_env, exp4):
     policy = bf.fairx_ts(bf.beta_bernoulli(), exp4)
     keys = jax.random.split(jax.random.key(0), 3)
     state = jax.vmap(lambda k: policy.init(k, small_env.spec))(keys)
     state = state._replace(alpha=state.alpha + np.arange(12, dtype=np.float32).reshape(3, 4))
-    path = persist.save_policy(tmp_path / "runs.npz", policy, state, small_env.spec, key=keys, recipe=recipe)
-    saved = persist.load_policy(path)  # rebuilt from the registry recipe
-    assert saved.policy.config == policy.config and saved.meta["batch"] == 3
+    path = persist.save_policy(tmp_path / "runs.npz", policy, state, small_env.spec, key=keys)
+    saved = persist.load_policy(path)  # rebuilt from the saved name and params
+    assert (saved.policy.name, saved.policy.label, saved.policy.params) == (policy.name, policy.label, policy.params)
+    assert saved.meta["batch"] == 3
     np.testing.assert_array_equal(np.asarray(saved.state.alpha), np.asarray(state.alpha))
     np.testing.assert_array_equal(jax.random.key_data(saved.key), jax.random.key_data(keys))
 
-    with pytest.raises(PersistError, match="different configuration.*merit"):
+    with pytest.raises(PersistError, match="different configuration.*params.merit"):
         persist.load_policy(path, bf.fairx_ts(bf.beta_bernoulli(), bf.merit.exponential(2.0)))
-    with pytest.raises(PersistError, match="no registry recipe"):
-        persist.load_policy(persist.save_policy(tmp_path / "p.npz", policy, state, small_env.spec))
+    with pytest.raises(PersistError, match=r"differs in: name, label"):
+        persist.load_policy(path, bf.thompson(bf.beta_bernoulli()))
+    by_hand = bf.Policy(policy.init, policy.select, policy.update, "mine", policy.params)
+    with pytest.raises(PersistError, match="assembled by hand"):
+        persist.load_policy(persist.save_policy(tmp_path / "p.npz", by_hand, state, small_env.spec))
     with pytest.raises(PersistError, match="not a state of this policy"):
         persist.save_policy(tmp_path / "bad.npz", policy, {"x": np.zeros(3)}, small_env.spec)
 
@@ -164,7 +167,8 @@ def test_interrupted_writes_leave_the_previous_file(tmp_path, monkeypatch):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]  # no temp file left behind
 
     store_path = tmp_path / "s.resume.npz"
-    persist.write_npz(store_path, {"a": np.ones(3)}, {"format": persist.RESUME_TAG, "format_version": 1})
+    header = {"format": persist.RESUME_TAG, "format_version": persist.FORMAT_VERSION}
+    persist.write_npz(store_path, {"a": np.ones(3)}, header)
     real_savez = np.savez
 
     def broken_savez(f, **arrays):
@@ -173,8 +177,7 @@ def test_interrupted_writes_leave_the_previous_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", broken_savez)
     with pytest.raises(KeyboardInterrupt):
-        persist.write_npz(store_path, {"a": np.zeros(3), "b": np.zeros(2)}, {"format": persist.RESUME_TAG,
-                                                                               "format_version": 1})
+        persist.write_npz(store_path, {"a": np.zeros(3), "b": np.zeros(2)}, header)
     monkeypatch.undo()
     _, arrays = persist.read_npz(store_path, persist.RESUME_TAG)
     np.testing.assert_array_equal(arrays["a"], np.ones(3))
@@ -281,7 +284,7 @@ def test_a_saved_policy_header_without_a_field_names_the_file_and_field(tmp_path
     path = persist.save_policy(tmp_path / "pol.npz", policy, policy.init(jax.random.key(0), small_env.spec),
                                small_env.spec)
     meta, arrays = persist.read_npz(path, persist.POLICY_TAG)
-    for field in ("state_leaves", "spec", "policy_config", "batch"):
+    for field in ("state_leaves", "spec", "policy", "batch"):
         broken = tmp_path / f"no_{field}.npz"
         persist.write_npz(broken, arrays, {k: v for k, v in meta.items() if k != field})  # a valid checksum
         with pytest.raises(PersistError, match=f"saved-policy header has no field '{field}'") as exc:

@@ -65,8 +65,8 @@ def test_skeleton_policy_and_environment_are_registered_by_their_file_alone(drop
     )
     study = load_config(cfg)
     pol = study.policies["Softmax"]
-    assert pol.name == "Softmax"
-    assert pol.config == {"algorithm": "softmax", "temperature": 0.2, "initial_estimate": 0.5}
+    assert (pol.name, pol.label) == ("softmax", "Softmax")
+    assert pol.params == {"temperature": 0.2, "initial_estimate": 0.5}
     with contextlib.redirect_stderr(io.StringIO()):
         res = study.run(progress=False)
     assert res is not None

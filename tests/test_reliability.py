@@ -127,7 +127,7 @@ def test_a_merit_outside_its_domain_on_a_contextual_environment_is_an_error_nami
     regrets NaN without an error. The chunk's values are checked: the error names the metric, the
     policy, the run and the rounds."""
     env = bf.linear_bandit(5, 3)  # means <theta, x> in [-1, 1]
-    sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, name="sqrt")  # domain [0, 1]
+    sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, label="sqrt")  # domain [0, 1]
     with pytest.raises(SimulationError, match=r"metric 'fairness_regret' of policy 'L' \(LinTS\) became non-finite "
                                               r"\(NaN or inf\) in run \d+ between rounds 1 and 64 .*merit's domain"):
         bf.simulate(0, env, {"L": bf.policies.lints(bf.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
@@ -415,11 +415,11 @@ def test_a_declared_constructor_in_a_user_module_can_be_named_by_import_path(tmp
         "from bayesfair.policies.classic import epsilon_greedy\n\n\n"
         "@declare('policy', name='user_eps')\n"
         "def user_eps(epsilon: float = 0.1):\n"
-        "    return epsilon_greedy(epsilon=epsilon)._replace(name='user eps')\n")
+        "    return epsilon_greedy(epsilon=epsilon)._replace(label='user eps')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     text = TINY + '\n[policies.U]\nname = "user_mod_declared:user_eps"\nepsilon = 0.3\n'
     study = load_config(_config(tmp_path, text))
-    assert study.policies["U"].name == "user eps"
+    assert (study.policies["U"].name, study.policies["U"].label) == ("user_eps", "user eps")
 
 
 def test_foreign_netcdf_is_refused_with_exit_2(tmp_path, capsys):
@@ -734,7 +734,7 @@ def test_the_merit_check_draws_the_runs_means_block_by_block(monkeypatch):
     env = bf.gaussian_arms(bf.UniformMeans(0.0, 1.2, n_arms=7))
     merit = bf.merit.exponential(4.0)  # domain [0, 1]: some means are outside
     with pytest.raises(IncompatibleError) as whole:
-        check_merit_domain(merit, run_means(env, 5, 50), env.name)
+        check_merit_domain(merit, run_means(env, 5, 50), env.label)
     monkeypatch.setattr(base, "BLOCK_ELEMENTS", 7 * 8)  # blocks of 8 runs, the last one padded
     blocks = list(base.run_means_blocks(env, 5, 50, base.BLOCK_ELEMENTS))
     assert [b.shape for _, b in blocks] == [(8, 7)] * 6 + [(2, 7)]

@@ -59,13 +59,13 @@ def test_select_and_update_are_jitted_at_construction(fairx):
     assert isinstance(fairx.select, jax.stages.Wrapped) and isinstance(fairx.update, jax.stages.Wrapped)
     assert not isinstance(fairx.init, jax.stages.Wrapped)  # takes the static Spec
     # already-jitted functions are kept as they are; _replace re-wraps replaced ones
-    again = Policy(fairx.init, fairx.select, fairx.update, fairx.name, fairx.config)
+    again = Policy(fairx.init, fairx.select, fairx.update, fairx.label, fairx.params, name=fairx.name)
     assert again.select is fairx.select and again.update is fairx.update
-    renamed = fairx._replace(name="renamed", update=lambda s, o, a, r: s)
-    assert isinstance(renamed, Policy) and renamed.name == "renamed" and renamed.select is fairx.select
+    renamed = fairx._replace(label="renamed", update=lambda s, o, a, r: s)
+    assert isinstance(renamed, Policy) and renamed.label == "renamed" and renamed.select is fairx.select
     assert isinstance(renamed.update, jax.stages.Wrapped)
     restored = pickle.loads(cloudpickle.dumps(fairx))  # Dask ships policies with cloudpickle
-    assert isinstance(restored, Policy) and restored.config == fairx.config
+    assert isinstance(restored, Policy) and restored.params == fairx.params
 
 
 def test_hand_stepping_compiles_once(fairx):

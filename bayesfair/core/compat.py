@@ -69,7 +69,7 @@ def check_policy_fits(policy: Any, env: Any, label: str | None = None, horizon: 
     """Raise :class:`IncompatibleError` if ``policy`` assumes rewards ``env`` does not return, or
     (given the study's ``horizon``) if the policy holds fewer rounds than the study plays."""
     req = dict(getattr(policy, "requires", None) or {})
-    who = f"policy {label!r} ({policy.name})" if label and label != policy.name else f"policy {policy.name}"
+    who = f"policy {label!r} ({policy.label})" if label and label != policy.label else f"policy {policy.label}"
     cap = req.get("max_horizon")
     if cap is not None and horizon is not None and int(horizon) > int(cap):
         because = req.get("because_horizon", "its state holds that many")
@@ -81,7 +81,7 @@ def check_policy_fits(policy: Any, env: Any, label: str | None = None, horizon: 
     if need is None:
         return
     kind = reward_kind(env.spec)
-    has = f"environment {env.name} returns {_DESCRIBE[kind]}"
+    has = f"environment {env.label} returns {_DESCRIBE[kind]}"
     why = req.get("because", "")
     if need == "binary" and kind != "binary":
         raise IncompatibleError(
@@ -98,7 +98,7 @@ def check_policy_fits(policy: Any, env: Any, label: str | None = None, horizon: 
                 "posterior = \"normal_inverse_gamma\"), or an environment with bounded rewards")
         if rng[0] < lo or rng[1] > hi:
             raise IncompatibleError(
-                f"{who} assumes rewards inside [{lo:g}, {hi:g}]: {why}; but environment {env.name} returns rewards "
+                f"{who} assumes rewards inside [{lo:g}, {hi:g}]: {why}; but environment {env.label} returns rewards "
                 f"in [{rng[0]:g}, {rng[1]:g}]; set the policy's reward_range = [{rng[0]:g}, {rng[1]:g}]")
 
 
@@ -135,7 +135,7 @@ def check_merit_domain_blocks(merit: Any, blocks: Iterable[tuple[int, Any]], env
     run, arm, value = first_out
     raise IncompatibleError(
         f"environment {env_name}: arm {arm} has mean {value:g} (run {run}), outside the domain "
-        f"[{lo:g}, {hi:g}] of {what} {merit.name} ({n_out} of {size} run-arm means are "
+        f"[{lo:g}, {hi:g}] of {what} {merit.label} ({n_out} of {size} run-arm means are "
         f"outside; they range over [{low:g}, {high:g}]). The merit's constants (minimum merit "
         "gamma, Lipschitz L; FairX Conditions 3.1.2-3.1.3) hold on its domain only: rescale the means, or "
         f"give the merit a domain that holds them (e.g. [merit] domain = [{np.floor(low):g}, "

@@ -20,9 +20,10 @@ Python argument against them with the same message, naming the field and the all
   ``__bayesfair_kind__``), which a config gives as a nested table ``{name = ..., ...}``;
 - any other class (an array type, a callable): Python-only values, passed to the constructor.
 
-A declared policy that records no ``config`` of its own gets ``{"algorithm": key, <bound
-arguments>}``, nested objects as tables. Every real number of a config or call must fit the
-float32 simulator (:data:`REAL_MAX`, :data:`REAL_MIN`). Looking entries up by name, discovering the
+A declared policy or merit records its key as ``name`` and its bound arguments as ``params``
+(nested objects as tables), so ``{"name": name, **params}`` is the config table that rebuilds it;
+a declared environment records its key as ``name``. Every real number of a config or call must fit
+the float32 simulator (:data:`REAL_MAX`, :data:`REAL_MIN`). Looking entries up by name, discovering the
 shipped modules and building objects from config tables is :mod:`bayesfair.workflow.registry`.
 """
 
@@ -35,7 +36,7 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, TypedDict, get_args, get_origin
 
 import annotated_types as at
@@ -489,8 +490,8 @@ def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (),
     callable
         A decorator returning the constructor wrapped so that every argument is checked against
         its declared type (:func:`check` with ``config=False``; a bad one raises ``TypeError`` or
-        ``ValueError`` with the config's message); a policy that records no ``config`` of its own
-        gets ``{"algorithm": key, <bound arguments>}``.
+        ``ValueError`` with the config's message); a policy gets ``name=key`` and its bound
+        arguments as ``params``.
     """
     _check_kind(kind)
 
@@ -509,9 +510,14 @@ def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (),
                     except ConfigError as exc:
                         raise (TypeError if exc.message.startswith("wrong type") else ValueError)(str(exc)) from None
             out = fn(*bound.args, **bound.kwargs)
-            if kind == "policy" and hasattr(out, "_replace") and not out.config:
+            if kind == "environment" and hasattr(out, "_replace"):
+                out = out._replace(name=key)
+            elif kind in ("policy", "merit"):  # the records that carry their key and arguments
                 bound.apply_defaults()
-                out = out._replace(config=_recipe(key, bound.arguments, hidden))
+                defaults = {p.name: p.default for p in sig.parameters.values()}
+                args = {k: v for k, v in bound.arguments.items() if not (v is None and defaults.get(k) is None)}
+                named = {"name": key, "params": _recipe(args, hidden)}
+                out = out._replace(**named) if kind == "policy" else replace(out, **named)
             return out
 
         constructor.__bayesfair_entry__ = (kind, key)  # type: ignore[attr-defined]
@@ -559,19 +565,20 @@ def _plain(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else value
 
 
-def _recipe(name: str, arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
-    """A policy's recorded config from its bound arguments: merits and posteriors as nested tables
-    ``{"name": ..., **parameters}`` (so their names cannot collide with the policy's own), objects
-    without a config form left out."""
-    out: dict[str, Any] = {"algorithm": name}
+def _recipe(arguments: Mapping[str, Any], hidden: tuple[str, ...]) -> dict[str, Any]:
+    """A declared record's ``params`` from its constructor's bound arguments: merits and posteriors
+    as nested tables ``{"name": ..., **params}`` (so their names cannot collide with the record's
+    own), objects without a config form left out (the wrapper also leaves out arguments that are
+    None by default and None here: a config omits them to get the same)."""
+    out: dict[str, Any] = {}
     for arg, value in arguments.items():
         if arg in hidden:
             continue
-        if hasattr(value, "describe") and callable(value.describe):  # a Merit
-            out[arg] = value.describe()
+        if getattr(value, "__bayesfair_kind__", None) == "merit":
+            out[arg] = {"name": value.name, **value.params} if value.name is not None else value.describe()
         elif callable(value) and not hasattr(value, "init"):  # a merit given as a plain function
             out[arg] = _describe_callable(value)
-        elif hasattr(value, "params") and isinstance(getattr(value, "name", None), str):  # a posterior
+        elif getattr(value, "__bayesfair_kind__", None) == "posterior":
             out[arg] = {"name": value.name, **{k: _plain(v) for k, v in value.params.items()}}
         elif value is None or isinstance(value, (bool, int, float, str, tuple, list)) or hasattr(value, "tolist"):
             out[arg] = _plain(value)

@@ -33,8 +33,8 @@ class Merit:
     ----------
     fn : callable
         jax-traceable ``f(mu) -> merit`` applied elementwise.
-    name : str
-        Short name for tables and result files.
+    label : str
+        Display name for tables, titles and messages (e.g. ``"exp(4*mu)"``).
     gamma : float
         Minimum merit on ``domain`` (Condition 3.1.2).
     lipschitz : float
@@ -44,26 +44,32 @@ class Merit:
     log_fn : callable or None
         ``log f``, when known in closed form; used for a numerically stable pi*.
     params : dict
-        Parameters for result metadata (e.g. ``{"c": 4.0}``).
+        The constructor's arguments (e.g. ``{"c": 4.0, "domain": [0.0, 1.0]}``).
+    name : str or None
+        The registry key of the declared constructor that built it (``"exponential"``), set by
+        :func:`bayesfair.core.declare.declare`; ``None`` for :func:`custom` merits. ``{"name":
+        name, **params}`` is the config table that rebuilds it.
     """
 
     __bayesfair_kind__ = "merit"  # a config gives it as a merit table (bayesfair.core.declare)
 
     fn: Callable[[jax.Array], jax.Array]
-    name: str
+    label: str
     gamma: float
     lipschitz: float
     domain: tuple[float, float]
     log_fn: Callable[[jax.Array], jax.Array] | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
 
     def __call__(self, mu: jax.Array) -> jax.Array:
         return self.fn(mu)
 
     def describe(self) -> dict[str, Any]:
-        """JSON-friendly description (for result metadata)."""
-        return {"name": self.name, "gamma": self.gamma, "lipschitz": self.lipschitz,
-                "domain": list(self.domain), **self.params}
+        """JSON-friendly description for result metadata: the config table ``{"name": ...,
+        **params}``, the label and the constants."""
+        return {"name": self.name, **self.params, "label": self.label, "gamma": self.gamma,
+                "lipschitz": self.lipschitz, "domain": list(self.domain)}
 
 
 _LOG_FLOAT_MAX = math.log(np.finfo(np.float64).max)  # ~709.78: math.exp overflows above
@@ -94,11 +100,10 @@ def identity(floor: Positive = 1e-3, domain: Pair = (0.0, 1.0)) -> Merit:
         # No log_fn: max(mu, floor) is positive and cannot overflow, so pi* = f / sum f is already
         # stable, and a log + exp per arm per use would dominate the bi-level study's round cost.
         fn=lambda mu: jnp.maximum(mu, floor),
-        name="identity",
+        label="identity",
         gamma=max(floor, lo),
         lipschitz=1.0,
         domain=(lo, hi),
-        params={"floor": floor},
     )
 
 
@@ -126,18 +131,17 @@ def exponential(c: Positive, domain: Pair = (0.0, 1.0)) -> Merit:
     return Merit(
         fn=lambda mu: jnp.exp(c * mu),
         log_fn=lambda mu: c * mu,
-        name=f"exp({c:g}*mu)",
+        label=f"exp({c:g}*mu)",
         gamma=math.exp(c * lo),
         lipschitz=c * math.exp(c * hi),
         domain=(lo, hi),
-        params={"c": c},
     )
 
 
 def custom(
     fn: Callable[[jax.Array], jax.Array],
     *,
-    name: str = "custom",
+    label: str = "custom",
     domain: tuple[float, float] = (0.0, 1.0),
     n_check: int = 1001,
 ) -> Merit:
@@ -176,7 +180,7 @@ def custom(
         raise ValueError(f"merit fn must be nondecreasing on the domain [{lo}, {hi}]")
     step = float(grid[1] - grid[0])
     lipschitz = float(np.max(np.abs(np.diff(vals))) / step) if n_check > 1 else 0.0
-    return Merit(fn=fn, name=name, gamma=float(vals.min()), lipschitz=lipschitz, domain=(lo, hi))
+    return Merit(fn=fn, label=label, gamma=float(vals.min()), lipschitz=lipschitz, domain=(lo, hi))
 
 
 def resolve_merit(merit: Merit | Callable[[jax.Array], jax.Array]) -> Merit:

@@ -141,7 +141,7 @@ def _build(kind: str, means: Any, groups: Any, draw, reward_range, extra: dict, 
     else:
         means_cfg = {"distribution": "uniform", "low": low.tolist(), "high": high.tolist()}
     cfg = {"kind": kind, "n_arms": k, "means": means_cfg, "groups": grp.describe(), **extra}
-    return Environment(spec, grp, reset, step, lambda p: p, f"{kind}_arms", cfg, pull)
+    return Environment(spec, grp, reset, step, lambda p: p, f"{kind}_arms", cfg, pull, name=f"{kind}_arms")
 
 
 def bernoulli_arms(means: Any, groups: Any = None) -> Environment:

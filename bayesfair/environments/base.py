@@ -42,8 +42,11 @@ class Environment(NamedTuple):
         every compared policy sees the same draws (regret differences are paired).
     arm_means : callable
         ``arm_means(params) -> [K]`` for multi-armed environments (recorded in results).
-    name : str
-    config : dict
+    label : str
+        Display name (e.g. ``"bernoulli_arms"``, ``"yeast_mab_train"``).
+    params : dict
+        The instance's parameters, JSON-friendly (recorded in result files): what it was built
+        with and what it derived (e.g. ``means``, ``theta``, ``label_means``, ``groups``).
     pull : callable, optional
         ``pull(key, params, t, action) -> reward``: the reward of one candidate, equal to
         ``step(key, params, t).reward[action]`` bit for bit (same key, same draw). Environments
@@ -51,6 +54,9 @@ class Environment(NamedTuple):
         draws only the pulled candidate's reward (O(1) instead of O(K) random numbers per round)
         while every policy still sees the same counterfactual draws. ``None``: the simulator
         indexes ``step(...).reward``.
+    name : str or None
+        The registry key of the declared constructor that built it (``"bernoulli_arms"``), set by
+        :func:`bayesfair.core.declare.declare`; ``None`` for an environment assembled otherwise.
     """
 
     spec: Spec
@@ -58,9 +64,10 @@ class Environment(NamedTuple):
     reset: Callable[[jax.Array], Any]
     step: Callable[[jax.Array, Any, jax.Array], Round]
     arm_means: Callable[[Any], jax.Array]
-    name: str = "environment"
-    config: dict[str, Any] = {}
+    label: str = "environment"
+    params: dict[str, Any] = {}
     pull: Callable[[jax.Array, Any, jax.Array, jax.Array], jax.Array] | None = None
+    name: str | None = None
 
 
 def reset_run(env: Environment, key: jax.Array, run: jax.Array) -> Any:

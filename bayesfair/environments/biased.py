@@ -343,8 +343,8 @@ def synthetic_biased(
                                psi=UniformDraw(-2.0 * mu, 0.0) if psi is None else psi,
                                noise_sd=noise_sd, reference=0, group_names=("rest", "sensitive"),
                                name=_name(name, "synthetic_biased"))
-    cfg = {**env.config, "kind": "synthetic_biased", "n_sensitive": k, "bias_mean": mu, "coef_high": c}
-    return env._replace(config=cfg)
+    cfg = {**env.params, "kind": "synthetic_biased", "n_sensitive": k, "bias_mean": mu, "coef_high": c}
+    return env._replace(params=cfg)
 
 
 def _instances_from(value: Any, file: str | None, what: str, shape: tuple[int, int], default: Any = None) -> Any:

@@ -452,7 +452,7 @@ def yeast_bandit_config(mode: Literal["mab", "linear"] = "mab", split: Literal["
                          df[list(df.attrs["labels"])].to_numpy(np.float64), fraction=validation_fraction,
                          seed=split_seed)
     if part == "validation" and mode == "linear" and rff_scale == "median":
-        kw["rff_scale"] = multilabel_bandit(s.test_features, s.test_labels, **kw).config["rff_scale"]
+        kw["rff_scale"] = multilabel_bandit(s.test_features, s.test_labels, **kw).params["rff_scale"]
     x, y = (s.val_features, s.val_labels) if part == "validation" else (s.test_features, s.test_labels)
     prefix = "yeast" if split == "all" else f"yeast_{split}"
     return multilabel_bandit(x, y, name=f"{prefix}_{mode}_{'val' if part == 'validation' else part}", **kw)

@@ -15,7 +15,7 @@ instance from that family's prior and every reward from its likelihood:
   draw of the conjugate sampler at the prior state), rewards and contexts as in
   :func:`~bayesfair.environments.biased.biased_linear_bandit`.
 
-The environment carries the prior it was drawn from as a marker, ``env.config["prior"]``
+The environment carries the prior it was drawn from as a marker, ``env.params["prior"]``
 (:func:`prior_marker`: the family name and the hyper-parameters that define the prior), and
 policies built on a posterior carry their own (``policy.requires["prior"]``,
 :func:`bayesfair.core.compat.posterior_requires`). :func:`check_prior_match`, called by
@@ -95,7 +95,7 @@ def prior_environment(posterior: Any, n_arms: int | None = None, *, n_features: 
     >>> import bayesfair as bf
     >>> from bayesfair.environments.prior import prior_environment
     >>> env = prior_environment(bf.beta_bernoulli(1.0, 1.0), 5)
-    >>> env.name, env.config["prior"]
+    >>> env.label, env.params["prior"]
     ('prior_beta_bernoulli', {'family': 'beta_bernoulli', 'params': {'a0': 1.0, 'b0': 1.0}})
     """
     marker = prior_marker(posterior)
@@ -112,8 +112,8 @@ def prior_environment(posterior: Any, n_arms: int | None = None, *, n_features: 
         env = _per_arm_env(posterior, n_arms, groups)
     else:
         raise TypeError(f"posterior must be a bayesfair posterior family, got {type(posterior).__name__}")
-    cfg = {**env.config, "kind": "prior", "prior": marker}
-    return env._replace(name=label, config=cfg)
+    cfg = {**env.params, "kind": "prior", "prior": marker}
+    return env._replace(label=label, params=cfg, name=None)
 
 
 def _per_arm_env(posterior: Any, n_arms: int | None, groups: Any) -> Environment:
@@ -167,7 +167,7 @@ def _linear_env(posterior: Any, k: int, n_features: int | None, groups: Any, con
             return rnd
         return rnd._replace(reward=rnd.mean + params["sigma"] * (rnd.reward - rnd.mean))  # unit noise, rescaled
 
-    cfg = {k_: v for k_, v in base.config.items() if k_ not in ("theta", "sigma")}
+    cfg = {k_: v for k_, v in base.params.items() if k_ not in ("theta", "sigma")}
     return Environment(base.spec, base.groups, reset, step, lambda q: base.arm_means(q["theta"]), "prior", cfg)
 
 
@@ -194,15 +194,15 @@ def _group_bias_env(posterior: Any) -> Environment:
         draw = posterior.sample(key, prior)
         return BiasedParams(jnp.asarray(draw.beta, jnp.float32), jnp.asarray(draw.psi, jnp.float32))
 
-    cfg = {k: v for k, v in base.config.items() if k not in ("beta", "psi")}
-    return base._replace(reset=reset, config=cfg)
+    cfg = {k: v for k, v in base.params.items() if k not in ("beta", "psi")}
+    return base._replace(reset=reset, params=cfg)
 
 
 def _implied_prior(env: Environment) -> dict[str, Any] | None:
     """The prior an environment's instances come from: its marker, or the two classic cases
     (Bernoulli arms with U(0, 1) means: Beta(1, 1); a Gaussian linear bandit with theta ~
     N(0, s^2 I): linear_known_variance(0, s^2, sigma^2))."""
-    cfg = env.config
+    cfg = env.params
     if "prior" in cfg:
         return cfg["prior"]
     means = cfg.get("means")
@@ -248,7 +248,7 @@ def check_prior_match(env: Environment, policies: Mapping[str, Any]) -> dict[str
     explicit per-run instances (rows the user gave: their regret is frequentist, and the note says so).
     """
     env_prior = _implied_prior(env)
-    random = env_prior is not None or _random_instances({k: v for k, v in env.config.items() if k != "groups"})
+    random = env_prior is not None or _random_instances({k: v for k, v in env.params.items() if k != "groups"})
     notes, bad = {}, []
     for label, pol in policies.items():
         prior = (getattr(pol, "requires", None) or {}).get("prior")
@@ -256,13 +256,13 @@ def check_prior_match(env: Environment, policies: Mapping[str, Any]) -> dict[str
             continue
         if not random:
             notes[label] = "fixed instance: the regret is frequentist (not averaged over the policy's prior)"
-            if _per_run_instances(env.config):
+            if _per_run_instances(env.params):
                 notes[label] = ("explicit per-run instances: the regret is frequentist, averaged over the given "
                                 "instances (not over the policy's prior)")
         elif env_prior is not None and _same(prior, env_prior):
             notes[label] = "matched: instances are drawn from the policy's prior (Bayesian regret)"
         else:
-            where = json.dumps(env_prior) if env_prior is not None else f"environment {env.name}'s own distribution"
+            where = json.dumps(env_prior) if env_prior is not None else f"environment {env.label}'s own distribution"
             notes[label] = f"mismatched: instances come from {where}, the policy's prior is {json.dumps(prior)}"
             bad.append(label)
     if bad:

@@ -20,9 +20,10 @@ class _PolicyFields(NamedTuple):
     init: Callable[[jax.Array, Spec], Any]
     select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]]
     update: Callable[[Any, Observation, jax.Array, jax.Array], Any]
-    name: str = "policy"
-    config: dict[str, Any] = {}
+    label: str = "policy"
+    params: dict[str, Any] = {}
     requires: dict[str, Any] = {}
+    name: str | None = None
 
 
 # Nested in another jit (the simulator's scan), the policy's jitted functions are inlined into the
@@ -63,16 +64,22 @@ class Policy(_PolicyFields):
         names the policy, the run and the round).
     update : callable
         ``update(state, obs, action, reward) -> state``. Jitted.
-    name : str
-        Display name.
-    config : dict
-        Parameters, JSON-friendly (written into result files).
+    label : str
+        Display name (e.g. ``"FairX-UCB"``): what tables, progress bars and messages show.
+    params : dict
+        The hyperparameters, JSON-friendly (written into result files and saved policies). For a
+        policy built by a declared constructor they are its arguments, nested kinds (merit,
+        posterior) as tables ``{"name": ..., **params}``: ``{"name": name, **params}`` is the
+        config table that rebuilds it (:func:`bayesfair.workflow.registry.build`).
     requires : dict
         What the policy assumes of the environment's rewards, checked before every simulation
         (:mod:`bayesfair.core.compat`): ``{}`` (any real reward), ``{"rewards": "binary", "because":
         ...}`` or ``{"rewards": "bounded", "reward_range": [lo, hi], "because": ...}``; and
         ``"max_horizon"`` (with ``"because_horizon"``) for a policy whose state holds at most that
         many rounds (a longer study is refused).
+    name : str or None
+        The registry key of the declared constructor that built it (``"fairx_ucb"``), set by
+        :func:`bayesfair.core.declare.declare`; ``None`` for a policy assembled by hand.
     """
 
     __slots__ = ()
@@ -80,10 +87,10 @@ class Policy(_PolicyFields):
     def __new__(cls, init: Callable[[jax.Array, Spec], Any],
                 select: Callable[[jax.Array, Any, Observation], tuple[jax.Array, jax.Array, dict]],
                 update: Callable[[Any, Observation, jax.Array, jax.Array], Any],
-                name: str = "policy", config: dict[str, Any] = {},  # noqa: B006 (the field default)
-                requires: dict[str, Any] | None = None) -> Policy:
-        return super().__new__(cls, init, _jit(select, "select"), _jit(update, "update"), name, config,
-                               dict(requires or {}))
+                label: str = "policy", params: dict[str, Any] = {},  # noqa: B006 (the field default)
+                requires: dict[str, Any] | None = None, name: str | None = None) -> Policy:
+        return super().__new__(cls, init, _jit(select, "select"), _jit(update, "update"), label, params,
+                               dict(requires or {}), name)
 
     @classmethod
     def _make(cls, iterable: Any) -> Policy:  # used by _replace: jit replaced functions too

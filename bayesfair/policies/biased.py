@@ -234,7 +234,7 @@ def _mixture(key: jax.Array, t: jax.Array, exploit: jax.Array) -> tuple[jax.Arra
     return _random.categorical(key, probs), probs
 
 
-def _interval_policy(select_index, name: str, config: dict, ridge: float, *, needs_groups: bool = False,
+def _interval_policy(select_index, name: str, ridge: float, *, needs_groups: bool = False,
                      reference: int | None = None) -> Policy:
     def init(key: jax.Array, spec: Spec) -> IntervalState:
         if needs_groups:
@@ -249,7 +249,7 @@ def _interval_policy(select_index, name: str, config: dict, ridge: float, *, nee
         x = _contexts(obs, state, name)
         return _update_state(state, x[action], action, reward)
 
-    return Policy(init, select, update, name, config)
+    return Policy(init, select, update, name)
 
 
 # --------------------------------------------------------------------------- TopInterval, IntervalChaining
@@ -283,8 +283,7 @@ def top_interval(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Positiv
         action, probs = _mixture(key, t, _random.argmax_set(upper))
         return action, probs, {"upper": upper}
 
-    return _interval_policy(select, "TopInterval", {"algorithm": "top_interval", "delta": delta, "sigma": sigma,
-                                                    "ridge": ridge}, ridge)
+    return _interval_policy(select, "TopInterval", ridge)
 
 
 def chain_set(lower: jax.Array, upper: jax.Array) -> jax.Array:
@@ -324,8 +323,7 @@ def interval_chaining(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Po
         action, probs = _mixture(key, t, chained / jnp.sum(chained))
         return action, probs, {"upper": est + w, "chained": chained}
 
-    return _interval_policy(select, "IntervalChaining", {"algorithm": "interval_chaining", "delta": delta,
-                                                         "sigma": sigma, "ridge": ridge}, ridge)
+    return _interval_policy(select, "IntervalChaining", ridge)
 
 
 @declare("policy", example_env=_BIASED_ENV)
@@ -353,8 +351,7 @@ def naive_fair(delta: OpenUnit = 0.1, *, sigma: Positive = 1.0, ridge: Positive 
         probs = jnp.mean(within, axis=1)
         return _random.categorical(key, probs), probs, {"upper": upper}
 
-    return _interval_policy(select, "NaiveFair", {"algorithm": "naive_fair", "delta": delta, "sigma": sigma,
-                                                  "ridge": ridge}, ridge, needs_groups=True)
+    return _interval_policy(select, "NaiveFair", ridge, needs_groups=True)
 
 
 # --------------------------------------------------------------------------- GroupFairTopInterval
@@ -445,9 +442,7 @@ def group_fair_top_interval(
     def update(state, obs, action, reward):
         return _update_state(state, _contexts(obs, state, name)[action], action, reward)
 
-    cfg = {"algorithm": "group_fair_top_interval", "variant": "algorithm_1" if rho is None else "algorithm_3",
-           "delta": delta, "reference": reference, "rho": rho, "sigma": sigma, "ridge": ridge, "horizon": horizon}
-    return Policy(init, select_obs, update, name, cfg)
+    return Policy(init, select_obs, update, name)
 
 
 # --------------------------------------------------------------------------- GroupFair-TS
@@ -546,7 +541,4 @@ def group_fair_ts(
     def update(state, obs, action, reward):
         return gb.state_update(state, Outcome(reward, arm=action, x=_x(obs, state)[action]))
 
-    cfg = {"algorithm": "group_fair_ts", "posterior": "group_bias_conjugate", "method": method, "tau": tau, "s": s,
-           "sigma": sigma, "prior_mean": prior_mean_arr.tolist(), "prior_sd": prior_sd, "reference": reference,
-           "true_psi": None if psi_true is None else psi_true.tolist()}
-    return Policy(init, select, update, name, cfg)
+    return Policy(init, select, update, name)

@@ -259,8 +259,7 @@ def _confidence_box(state: BilevelState, delta: float, lo: float, hi: float):
 
 def _build(
     *,
-    name: str,
-    config: dict[str, Any],
+    label: str,
     beta: np.ndarray | None,
     estimate,
     within_rule,
@@ -338,7 +337,7 @@ def _build(
             frac=frac,
         )
 
-    return Policy(init, select, update, name, config, requires)
+    return Policy(init, select, update, label, requires=requires)
 
 
 def _reward_sums(k: int) -> jax.Array:
@@ -468,10 +467,8 @@ def bf_ucb(
     delta = float(delta)  # in (0, 1): declared
     lo, hi = check_reward_range(reward_range)
     lr, steps = check_ascent(learning_rate, steps, start, solver)
-    cfg = {"algorithm": "bf_ucb", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi],
-           "learning_rate": lr, "steps": steps, "start": start, "solver": solver, "merit": merit.describe()}
     return _build(
-        name="BF-UCB", config=cfg, beta=beta, requires=bounded_requires(lo, hi, "BF-UCB"),
+        label="BF-UCB", beta=beta, requires=bounded_requires(lo, hi, "BF-UCB"),
         **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start, solver),
     )
 
@@ -499,10 +496,8 @@ def bf_ts(groups_beta: Floors | Any, merit: Merit, posterior: Posterior) -> Poli
     beta = _check_floors(groups_beta)
     merit = _check_merit(merit)
     posterior = _check_posterior(posterior)
-    cfg = {"algorithm": "bf_ts", "groups_beta": beta.tolist(),
-           "posterior": {"name": posterior.name, **posterior.params}, "merit": merit.describe()}
     return _build(
-        name="BF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
+        label="BF-TS", beta=beta, estimate=_posterior_estimate(posterior),
         requires=posterior_requires(posterior, "BF-TS"),
         within_rule=lambda mu, member: _within_fair(merit, mu, member),
         init_stats=posterior.init, update_stats=posterior.update,
@@ -529,8 +524,7 @@ def gef(groups_beta: Floors | Any, *, delta: OpenUnit = 0.01, reward_range: Pair
     def estimate(key: jax.Array, state: BilevelState) -> jax.Array:
         return _confidence_box(state, delta, lo, hi)[2]
 
-    cfg = {"algorithm": "gef", "groups_beta": beta.tolist(), "delta": delta, "reward_range": [lo, hi]}
-    return _build(name="GEF", config=cfg, beta=beta, estimate=estimate, within_rule=_within_argmax,
+    return _build(label="GEF", beta=beta, estimate=estimate, within_rule=_within_argmax,
                   requires=bounded_requires(lo, hi, "GEF"),
                   init_stats=_reward_sums, update_stats=_add_reward)
 
@@ -544,9 +538,7 @@ def gef_ts(groups_beta: Floors | Any, posterior: Posterior) -> Policy:
     """
     beta = _check_floors(groups_beta)
     posterior = _check_posterior(posterior)
-    cfg = {"algorithm": "gef_ts", "groups_beta": beta.tolist(),
-           "posterior": {"name": posterior.name, **posterior.params}}
-    return _build(name="GEF-TS", config=cfg, beta=beta, estimate=_posterior_estimate(posterior),
+    return _build(label="GEF-TS", beta=beta, estimate=_posterior_estimate(posterior),
                   requires=posterior_requires(posterior, "GEF-TS"),
                   within_rule=_within_argmax, init_stats=posterior.init, update_stats=posterior.update)
 
@@ -590,12 +582,9 @@ def mf(
     if horizon is not None:
         pol = fairx_ucb(merit, horizon=horizon, delta=delta, reward_range=(lo, hi), learning_rate=lr,
                         steps=steps, start=start, solver=solver)
-        return pol._replace(name="MF", config={**pol.config, "algorithm": "mf", "variant": "fairx_ucb"},
-                            requires=bounded_requires(lo, hi, "MF"))
-    cfg = {"algorithm": "mf", "variant": "anytime", "delta": delta, "reward_range": [lo, hi],
-           "learning_rate": lr, "steps": steps, "start": start, "solver": solver, "merit": merit.describe()}
+        return pol._replace(label="MF", requires=bounded_requires(lo, hi, "MF"))
     return _build(
-        name="MF", config=cfg, beta=None, requires=bounded_requires(lo, hi, "MF"),
+        label="MF", beta=None, requires=bounded_requires(lo, hi, "MF"),
         **_optimistic_fair_parts(merit, delta, lo, hi, lr, steps, start, solver),
     )
 
@@ -606,5 +595,4 @@ def mf_ts(merit: Merit, posterior: Posterior) -> Policy:
     merit = _check_merit(merit)
     posterior = _check_posterior(posterior)
     pol = fairx_ts(posterior, merit)
-    return pol._replace(name="MF-TS", config={**pol.config, "algorithm": "mf_ts", "variant": "fairx_ts"},
-                        requires=posterior_requires(posterior, "MF-TS"))
+    return pol._replace(label="MF-TS", requires=posterior_requires(posterior, "MF-TS"))

@@ -67,7 +67,7 @@ def thompson(posterior: Posterior) -> Policy:
     Examples
     --------
     >>> import bayesfair as bf
-    >>> bf.thompson(bf.beta_bernoulli()).name
+    >>> bf.thompson(bf.beta_bernoulli()).label
     'TS'
     """
     if not isinstance(posterior, Posterior):

@@ -54,7 +54,7 @@ def fairx_ts(posterior: Posterior, merit: Merit) -> Policy:
     >>> state = policy.init(jax.random.key(0), env.spec)
     >>> rnd = env.step(jax.random.key(1), env.reset(jax.random.key(2)), 1)
     >>> action, pi, info = policy.select(jax.random.key(3), state, rnd.obs)
-    >>> policy.name, pi.shape, round(float(pi.sum()), 5), 0 <= int(action) < 3
+    >>> policy.label, pi.shape, round(float(pi.sum()), 5), 0 <= int(action) < 3
     ('FairX-TS', (3,), 1.0, True)
     >>> state = policy.update(state, rnd.obs, action, rnd.reward[action])
     """
@@ -232,8 +232,8 @@ def fairx_ucb(
     --------
     >>> import bayesfair as bf
     >>> policy = bf.fairx_ucb(bf.merit.exponential(4.0), horizon=10_000)
-    >>> policy.name
-    'FairX-UCB'
+    >>> policy.name, policy.label
+    ('fairx_ucb', 'FairX-UCB')
     """
     merit = resolve_merit(merit)
     lo, hi = check_reward_range(reward_range)

@@ -279,15 +279,12 @@ def _fair_greedy(horizon: Any, lam: Any, rho: Any, block: Any, multigroup: bool,
         ridge_state, theta = lax.cond(t % 2 == 0, absorb, lambda r: r, (state.ridge, state.theta))
         return FairGreedyState(ridge_state, theta, contexts, groups, state.arm_groups, actions, rewards)
 
-    cfg = {"algorithm": "fair_greedy_multigroup" if multigroup else "fair_greedy", "lam": lam, "rho": rho,
-           "horizon": horizon, "block": blk, "rho_scale": rho_scale,
-           "perturbation": "rho * N(0, I) / sqrt(d * t~)" if rho_scale == "sqrt_dt" else "rho * N(0, I) / sqrt(t~)"}
     # Past the capacity, rounds are not stored and lines 5-6 would run on an incomplete history
     # (the window t~+1..t-1 and the ridge's rounds 1..t~ read rows that were never written):
     # bayesfair.core.compat.check_policy_fits refuses a study longer than `horizon`.
     requires = {"max_horizon": horizon,
                 "because_horizon": f"its history buffer keeps the contexts, actions and rewards of {horizon:,} rounds"}
-    return Policy(init, select, update, name, cfg, requires)
+    return Policy(init, select, update, name, requires=requires)
 
 
 @declare("policy", example={"horizon": 50}, example_env={"name": "gmf_synthetic"})
@@ -372,7 +369,7 @@ def oful(*, noise_sd: Positive, theta_bound: Positive, lam: Positive = 0.1, delt
         R, the sub-Gaussian constant of the reward noise (2 in Section 6: ``noise_sd`` of
         :func:`~bayesfair.environments.group_meritocratic.gmf_synthetic`).
     theta_bound : float
-        S >= ||mu*||_2 (``environment.config["theta"]``'s norm for the group-meritocratic
+        S >= ||mu*||_2 (``environment.params["theta"]``'s norm for the group-meritocratic
         environments).
     lam : float
         lambda > 0 (the paper: 0.1).
@@ -380,7 +377,7 @@ def oful(*, noise_sd: Positive, theta_bound: Positive, lam: Positive = 0.1, delt
         Confidence level: ||theta^_t - mu*||_{V_t} <= beta_t for all t with probability >= 1 - delta.
     """
     pol = linucb(lam=lam, beta=None, delta=delta, noise_sd=noise_sd, theta_bound=theta_bound)
-    return pol._replace(name="OFUL", config={**pol.config, "algorithm": "oful"})
+    return pol._replace(label="OFUL")
 
 
 @declare("policy", example_env={"name": "gmf_synthetic"})

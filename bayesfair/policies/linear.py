@@ -180,18 +180,18 @@ def abbasi_yadkori_beta(logdet_v: jax.Array, n_features: int, lam: float, noise_
 
 
 def _radius_fn(beta: Any, lam: float, delta: Any, noise_sd: Any, theta_bound: Any
-               ) -> tuple[Callable[[jax.Array, int], jax.Array], dict]:
+               ) -> Callable[[jax.Array, int], jax.Array]:
     """beta_t as a function of (log det V_t, d): fixed, or Abbasi-Yadkori's (ranges checked by the
     callers' declarations)."""
     if beta is not None:
         b = float(beta)
-        return (lambda logdet, d: jnp.asarray(b, jnp.float32)), {"beta": b}
+        return lambda logdet, d: jnp.asarray(b, jnp.float32)
     delta, noise_sd, theta_bound = float(delta), float(noise_sd), float(theta_bound)
 
     def radius(logdet: jax.Array, d: int) -> jax.Array:
         return abbasi_yadkori_beta(logdet, d, lam, noise_sd, theta_bound, delta)
 
-    return radius, {"beta": None, "delta": delta, "noise_sd": noise_sd, "theta_bound": theta_bound}
+    return radius
 
 
 def _project_axis(w: jax.Array, lam: jax.Array, radius: jax.Array, max_iter: int) -> jax.Array:
@@ -335,7 +335,7 @@ def fairx_linucb(
     """
     merit = resolve_merit(merit)
     lam, ridge = _ridge(lam)
-    radius_fn, radius_cfg = _radius_fn(beta, lam, delta, noise_sd, theta_bound)
+    radius_fn = _radius_fn(beta, lam, delta, noise_sd, theta_bound)
     lr, steps = check_ascent(learning_rate, steps, "center")
     if start not in ("center", "linearized"):
         raise ValueError(f"start must be 'center' or 'linearized', got {start!r}")
@@ -380,9 +380,7 @@ def fairx_linucb(
         x = _contexts(obs, state.eta.shape[0], name)
         return ridge.update(state, Outcome(reward, x=x[action]))
 
-    cfg = {"algorithm": "fairx_linucb", "lam": lam, **radius_cfg, "learning_rate": lr, "steps": steps,
-           "start": start, "merit": merit.describe()}
-    return Policy(init, select, update, name, cfg)
+    return Policy(init, select, update, name)
 
 
 @declare("policy", example=[{}, {"beta": 0.3, "lam": 0.5}], example_env=_LINEAR_ENV)
@@ -401,7 +399,7 @@ def linucb(
     random and pi_t is the uniform distribution over the maximizers.
     """
     lam, ridge = _ridge(lam)
-    radius_fn, radius_cfg = _radius_fn(beta, lam, delta, noise_sd, theta_bound)
+    radius_fn = _radius_fn(beta, lam, delta, noise_sd, theta_bound)
     name = "LinUCB"
 
     def init(key: jax.Array, spec: Spec) -> LinearState:
@@ -420,7 +418,7 @@ def linucb(
         x = _contexts(obs, state.eta.shape[0], name)
         return ridge.update(state, Outcome(reward, x=x[action]))
 
-    return Policy(init, select, update, name, {"algorithm": "linucb", "lam": lam, **radius_cfg})
+    return Policy(init, select, update, name)
 
 
 @declare("policy", example={"epsilon": 0.1}, example_env=_LINEAR_ENV)

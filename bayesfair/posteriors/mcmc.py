@@ -472,7 +472,7 @@ def logistic_merit(merit: Merit) -> Merit:
     return Merit(
         fn=lambda z: fn(jax.nn.sigmoid(z)),
         log_fn=log_fn,
-        name=f"{merit.name}(sigmoid)",
+        label=f"{merit.label}(sigmoid)",
         gamma=merit.gamma,
         lipschitz=merit.lipschitz / 4.0,
         domain=(math.log(lo / (1 - lo)), math.log(hi / (1 - hi))),

@@ -218,7 +218,7 @@ class FairXRegrets(_Subset):
         """Multi-armed environments (fixed means per run): every run's means lie in the merit's domain
         (checked block by block of runs: O(block) memory, not O(R K))."""
         if env.spec.n_features == 0:
-            check_merit_domain_blocks(self.merit, run_means_blocks(env, key, runs), env.name)
+            check_merit_domain_blocks(self.merit, run_means_blocks(env, key, runs), env.label)
 
     def finalize(self, res: ResultContext) -> dict[str, tuple]:
         pi_star, within = fair_policies(self.merit, res.means, res.env.groups)

@@ -155,8 +155,8 @@ def to_dataset(outputs, *, grid, env, policies, metrics, means, key, horizon, ru
         "arm_group": ("arm", np.asarray(groups.labels)),
     }
     full_config = {
-        "environment": {"name": env.name, **env.config},
-        "policies": {n: {"name": p.name, **p.config} for n, p in policies.items()},
+        "environment": {"name": env.name, "label": env.label, "params": env.params},
+        "policies": {n: {"name": p.name, "label": p.label, "params": p.params} for n, p in policies.items()},
         "merit": None if merit is None else merit.describe(),
         "horizon": horizon,
         "runs": runs,

@@ -193,7 +193,7 @@ def _member_of(rnd_groups: Any, static_member: jax.Array, n_groups: int) -> jax.
 
 def _who(name: str | None, policy: Policy) -> str:
     """How messages name a policy: its label in the study, and its own name if that differs."""
-    return f"policy {policy.name!r}" if name in (None, policy.name) else f"policy {name!r} ({policy.name})"
+    return f"policy {policy.label!r}" if name in (None, policy.label) else f"policy {name!r} ({policy.label})"
 
 
 def _probe(env: Environment, policy: Policy, name: str | None = None) -> tuple[Any, Any, Any]:
@@ -545,7 +545,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
             round_log(name, first, last, jax.device_get(recs))
         # one read-back; the checkpoint buffer (all its slots) only if the chunk recorded any
         invalid, acc, buf = jax.device_get((c.invalid, c.acc, buf if n else None))
-        _check_valid(name or policy.name, policy, invalid, first, last, env.spec.n_arms)
+        _check_valid(name or policy.label, policy, invalid, first, last, env.spec.n_arms)
         recorded = {k: v[:, :n] for k, v in buf.items()} if n else None
         for s in specs:
             before = totals[s.name]
@@ -555,11 +555,11 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
                                                 np.minimum(before[:, None], vals) if s.combine == MIN else vals)
             end = acc_value(acc, s)
             if s.combine == SUM:  # cumulative sums only: a tracked latest value (LAST) may be NaN by design
-                _check_finite_metric(name or policy.name, policy, s.name, end, first, last)
+                _check_finite_metric(name or policy.label, policy, s.name, end, first, last)
                 totals[s.name] = before + end
             elif s.combine == MIN:
                 totals[s.name] = np.minimum(before, end)
-        progress(last - first + 1, runs, name or policy.name)  # the study's label of the policy
+        progress(last - first + 1, runs, name or policy.label)  # the study's label of the policy
         if checkpointer is not None:
             checkpointer.chunk_done(name, c, values, totals, last + 1, at + n, time.perf_counter() - t_start)
 
@@ -570,7 +570,7 @@ def _run_policy(env, policy, metrics, horizon, runs, grid, chunk_size, n_shards,
     in_main_thread = threading.current_thread() is threading.main_thread()
     while t0 <= horizon:
         if not in_main_thread and _signals.stop_requested():  # a signal reaches the main thread only
-            raise _signals.StopRequested(f"policy {name or policy.name!r} stopped at round {t0:,}: the process was "
+            raise _signals.StopRequested(f"policy {name or policy.label!r} stopped at round {t0:,}: the process was "
                                          "interrupted")
         t_end = min(t0 + chunk_size - 1, horizon)
         # Cut the chunk so it holds at most _MAX_SLOTS checkpoints.

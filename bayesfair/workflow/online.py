@@ -61,7 +61,7 @@ _ONLINE_KEY = "online"
 
 def _label(policy: Policy) -> str:
     """How messages name a policy (the one place this module reads the policy's display name)."""
-    return policy.name
+    return policy.label
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +191,7 @@ class _Problem(NamedTuple):
     """What :func:`bayesfair.core.compat.check_policy_fits` reads of an environment."""
 
     spec: Spec
-    name: str
+    label: str
 
 
 def _default_rewards(policy: Policy) -> tuple[str, tuple[float, float] | None]:
@@ -274,17 +274,16 @@ class OnlineAgent:
         Rounds selected so far (the next ``select`` is round ``round + 1``).
     """
 
-    __slots__ = ("policy", "spec", "round", "_p", "_k_rounds", "_state", "_last", "_last_batch", "_recipe",
-                 "_binary", "_range", "_shapes")
+    __slots__ = ("policy", "spec", "round", "_p", "_k_rounds", "_state", "_last", "_last_batch", "_binary", "_range",
+                 "_shapes")
 
     def __init__(self, policy: Policy, spec: Spec, k_rounds: jax.Array, state: Any, round: int = 0,
-                 recipe: Mapping[str, Any] | None = None, _programs_: _Programs | None = None):
+                 _programs_: _Programs | None = None):
         self.policy, self.spec, self.round = policy, spec, int(round)
         self._p = _programs_ if _programs_ is not None else _programs(policy, spec)
         self._k_rounds, self._state = k_rounds, state
         self._last: Observation | None = None  # the last single select's observation
         self._last_batch: Observation | None = None  # the last select_batch's observations
-        self._recipe = None if recipe is None else dict(recipe)
         kind = reward_kind(spec)
         self._binary = kind == "binary"
         self._range = spec.reward_range if kind == "bounded" else None
@@ -606,15 +605,16 @@ class OnlineAgent:
         last = self._last
         resumable = last is not None and last.contexts is None and last.groups is None
         extra[_ONLINE_KEY] = {"round": self.round, "last_round": int(last.t) if resumable else None}
-        return save_policy(path, self.policy, self._state, self.spec, key=self._k_rounds, recipe=self._recipe,
-                           step=self.round, extra=extra)
+        return save_policy(path, self.policy, self._state, self.spec, key=self._k_rounds, step=self.round,
+                           extra=extra)
 
     @classmethod
     def load(cls, path: str | os.PathLike, policy: Policy | None = None, *, verify: bool = True) -> OnlineAgent:
         """An agent restored from :meth:`save`'s file: the same next actions as the saved agent's.
 
-        ``policy`` as for :func:`bayesfair.load_policy`: needed unless the agent was started from a
-        registry recipe (``bf.online("thompson", ...)``); its configuration must equal the saved one.
+        ``policy`` as for :func:`bayesfair.load_policy`: needed only for a policy assembled by hand
+        (one without a registry ``name``); its ``name``, ``label`` and ``params`` must equal the
+        saved ones.
         ``verify=False`` skips the checksum (at your own risk).
         """
         saved = load_policy(path, policy, verify=verify)
@@ -624,21 +624,21 @@ class OnlineAgent:
                                "bayesfair.load_policy, or start an agent with bayesfair.online")
         if saved.meta.get("batch") is not None:
             raise PersistError(f"{path} holds {saved.meta['batch']} runs' states; an online agent holds one")
-        agent = cls(saved.policy, saved.spec, saved.key, saved.state, info["round"], saved.meta.get("recipe"))
+        agent = cls(saved.policy, saved.spec, saved.key, saved.state, info["round"])
         last = info.get("last_round")
         if isinstance(last, int) and 1 <= last <= agent.round:
             agent._last = Observation(np.int32(last))
         return agent
 
 
-def _as_policy(policy: Any) -> tuple[Policy, dict[str, Any] | None]:
+def _as_policy(policy: Any) -> Policy:
     """A Policy, or one built from a registry table (``"thompson"``, ``{"name": "fairx_ts", ...}``)."""
     if isinstance(policy, Policy):
-        return policy, None
+        return policy
     if isinstance(policy, (str, Mapping)):
         try:
             _, norm = registry.check_params("policy", dict(policy) if isinstance(policy, Mapping) else policy, "policy")
-            return registry.build("policy", norm, "policy"), norm
+            return registry.build("policy", norm, "policy")
         except registry.ConfigError as exc:
             raise ValueError(f"online: {exc}") from None
     raise TypeError(f"online: policy must be a bayesfair Policy or a registry table such as "
@@ -655,8 +655,8 @@ def online(policy: Any, n_arms: int | None = None, *, seed: Any = 0, groups: Any
     policy : Policy, str or mapping
         A policy (``bf.fairx_ts(bf.beta_bernoulli(), bf.merit.exponential(4.0))``), or a registry
         table (``{"name": "fairx_ts", "posterior": "beta_bernoulli", "merit": {"name":
-        "exponential", "c": 4.0}}``), which is also saved so that :meth:`OnlineAgent.load`
-        rebuilds the policy by itself.
+        "exponential", "c": 4.0}}``). :meth:`OnlineAgent.load` rebuilds any policy of a declared
+        constructor from its saved ``name`` and ``params``.
     n_arms : int
         The number of arms K (default: ``len(groups)``).
     seed : int or jax key
@@ -701,7 +701,7 @@ def online(policy: Any, n_arms: int | None = None, *, seed: Any = 0, groups: Any
 
     ``bf.online.load(path)`` is :meth:`OnlineAgent.load`.
     """
-    pol, recipe = _as_policy(policy)
+    pol = _as_policy(policy)
     if spec is not None:
         if not isinstance(spec, Spec):
             raise TypeError(f"online: spec must be a bayesfair Spec (e.g. env.spec), got {type(spec).__name__}")
@@ -727,7 +727,7 @@ def online(policy: Any, n_arms: int | None = None, *, seed: Any = 0, groups: Any
     except (ValueError, TypeError) as exc:
         raise _same_kind(exc)(f"online: policy {_label(pol)!r} cannot be initialized for this problem "
                         f"({_describe(problem)}): {exc}. {OnlineAgent._hint()}") from exc
-    return OnlineAgent(pol, problem, k_rounds, state, 0, recipe, programs)
+    return OnlineAgent(pol, problem, k_rounds, state, 0, programs)
 
 
 online.load = OnlineAgent.load  # bf.online.load(path)

@@ -60,7 +60,7 @@ __all__ = [
     "StudyInterrupted",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 POLICY_TAG = "bayesfair-policy"
 RESUME_TAG = "bayesfair-resume"
 CHECKSUM_KEY = "__checksum__"
@@ -73,7 +73,8 @@ _REMEDY = {
                 "(load_policy(..., verify=False) skips the check at your own risk)",
 }
 #: Header fields every file of a kind has (checked after the checksum, so a missing one is named).
-_POLICY_FIELDS = ("policy_name", "policy_config", "recipe", "spec", "state_leaves", "batch", "key")
+_POLICY_FIELDS = ("policy", "spec", "state_leaves", "batch", "key")
+_POLICY_RECORD_FIELDS = ("name", "label", "params")
 _SPEC_FIELDS = ("n_arms", "group_of_arm", "n_groups", "n_features")
 _RESUME_FIELDS = ("fingerprint", "policies")
 _RESUME_POLICY_FIELDS = ("index", "carry", "next_round", "next_checkpoint", "seconds")
@@ -251,7 +252,7 @@ class SavedPolicy(NamedTuple):
     state: Any  # the policy state pytree
     key: jax.Array | None  # the PRNG key saved with it (None if none was)
     spec: Any  # bayesfair.core.types.Spec
-    meta: dict[str, Any]  # header: config, recipe, step, extra, versions
+    meta: dict[str, Any]  # header: policy (name, label, params), spec, step, extra, versions
 
 
 def _spec_json(spec: Any) -> dict[str, Any]:
@@ -267,9 +268,13 @@ def _spec_from_json(d: Mapping[str, Any]) -> Any:
                 int(d["n_features"]), None if rr is None else (float(rr[0]), float(rr[1])), d.get("rewards"))
 
 
+def _policy_record(policy: Any) -> dict[str, Any]:
+    """What a saved-policy file records of its policy: ``name``, ``label`` and ``params`` (JSON)."""
+    return {"name": policy.name, "label": policy.label, "params": json.loads(canonical_json(policy.params))}
+
+
 def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, key: jax.Array | None = None,
-                recipe: Mapping[str, Any] | None = None, step: int | None = None,
-                extra: Mapping[str, Any] | None = None) -> Path:
+                step: int | None = None, extra: Mapping[str, Any] | None = None) -> Path:
     """Save a policy's state (and the PRNG key its next rounds use) to a versioned file.
 
     Parameters
@@ -277,7 +282,9 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     path : path-like
         Target file (``.npz`` recommended); written atomically.
     policy : Policy
-        The policy the state belongs to; its ``name`` and ``config`` are stored and checked on load.
+        The policy the state belongs to; its ``name``, ``label`` and ``params`` are stored and
+        checked on load. A policy built by a declared constructor (``name`` set) is rebuilt from
+        them by :func:`load_policy` without being passed.
     state : pytree
         The policy state (``policy.init`` / ``policy.update`` output), with or without a leading
         run axis.
@@ -287,9 +294,6 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
         The key the caller will use for the next rounds (e.g. the per-run policy key of the
         simulator); restored bit for bit. A typed key (``jax.random.key``), not a raw ``uint32``
         one (``jax.random.PRNGKey``), which could not be restored as the key it stands for.
-    recipe : mapping, optional
-        A registry spec (``{"name": "fairx_ts", "posterior": {...}, "merit": {...}}``) that
-        rebuilds the policy, so :func:`load_policy` works without passing the policy.
     step : int, optional
         Rounds played so far (stored for the caller).
     extra : mapping, optional
@@ -315,10 +319,9 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     >>> policy = bf.thompson(bf.beta_bernoulli())
     >>> state = policy.init(jax.random.key(0), env.spec)
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     path = bf.save_policy(Path(folder) / "ts.npz", policy, state, env.spec, key=jax.random.key(1),
-    ...                           recipe={"name": "thompson", "posterior": "beta_bernoulli"}, step=0)
-    ...     saved = bf.load_policy(path)                 # rebuilt from the recipe
-    >>> saved.policy.name, saved.meta["step"]
+    ...     path = bf.save_policy(Path(folder) / "ts.npz", policy, state, env.spec, key=jax.random.key(1), step=0)
+    ...     saved = bf.load_policy(path)                 # rebuilt from its name and params
+    >>> saved.policy.label, saved.meta["step"]
     ('TS', 0)
     """
     if not isinstance(policy, Policy):
@@ -332,8 +335,7 @@ def save_policy(path: str | os.PathLike, policy: Any, state: Any, spec: Any, *, 
     arrays, leaves = flatten(state, "state/")
     meta: dict[str, Any] = {
         "format": POLICY_TAG, "format_version": FORMAT_VERSION, "bayesfair": _version(),
-        "jax": jax.__version__, "policy_name": policy.name, "policy_config": json.loads(canonical_json(policy.config)),
-        "recipe": None if recipe is None else json.loads(canonical_json(recipe)), "spec": _spec_json(spec),
+        "jax": jax.__version__, "policy": _policy_record(policy), "spec": _spec_json(spec),
         "state_leaves": leaves, "batch": batch, "key": None, "step": step, "extra": dict(extra or {}),
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -351,8 +353,9 @@ def load_policy(path: str | os.PathLike, policy: Any = None, *, verify: bool = T
     ----------
     path : path-like
     policy : Policy, optional
-        The policy to load the state into; its configuration must equal the saved one. If
-        omitted, the policy is rebuilt from the saved registry recipe (an error if none was saved).
+        The policy to load the state into; its ``name``, ``label`` and ``params`` must equal the
+        saved ones. If omitted, the policy is rebuilt from the saved ``name`` and ``params`` (an
+        error for a policy assembled by hand, which has no registry name).
     verify : bool
         Check the file's checksum (default). ``False`` loads a file without one, or one that
         fails it, at your own risk (its structure, shapes and dtypes are still checked).
@@ -393,21 +396,24 @@ def load_policy(path: str | os.PathLike, policy: Any = None, *, verify: bool = T
     require_fields(meta, _POLICY_FIELDS, f"{path}: the saved-policy header")
     require_fields(meta["spec"], _SPEC_FIELDS, f"{path}: the saved-policy header's spec")
     spec = _spec_from_json(meta["spec"])
+    saved = meta["policy"]
+    require_fields(saved, _POLICY_RECORD_FIELDS, f"{path}: the saved-policy header's policy")
     if policy is None:
-        if meta.get("recipe") is None:
-            raise PersistError(f"{path} holds no registry recipe to rebuild the policy "
-                               f"({meta['policy_name']}); pass the policy: load_policy(path, policy)")
+        if saved["name"] is None:
+            raise PersistError(f"{path} was saved from a policy assembled by hand ({saved['label']}, no registry "
+                               "name to rebuild it from); pass the policy: load_policy(path, policy)")
         try:
-            _, norm = registry.check_params("policy", meta["recipe"], "recipe")
-            policy = registry.build("policy", norm, "recipe")
+            _, norm = registry.check_params("policy", {"name": saved["name"], **saved["params"]}, "policy")
+            policy = registry.build("policy", norm, "policy")
         except registry.ConfigError as exc:
-            raise PersistError(f"{path}: cannot rebuild the policy from its recipe: {exc}") from None
-    saved_cfg = meta["policy_config"]
-    here_cfg = json.loads(canonical_json(policy.config))
-    if policy.name != meta["policy_name"] or saved_cfg != here_cfg:
-        diff = sorted(k for k in set(saved_cfg) | set(here_cfg) if saved_cfg.get(k) != here_cfg.get(k))
-        raise PersistError(f"{path} was saved for policy {meta['policy_name']} with a different configuration "
-                           f"than {policy.name} (differs in: {', '.join(diff) or 'name'})")
+            raise PersistError(f"{path}: cannot rebuild the policy from its name and params: {exc}") from None
+    here = _policy_record(policy)
+    if here != saved:
+        diff = [k for k in ("name", "label") if here[k] != saved[k]]
+        diff += sorted(f"params.{k}" for k in set(saved["params"]) | set(here["params"])
+                       if saved["params"].get(k) != here["params"].get(k))
+        raise PersistError(f"{path} was saved for policy {saved['label']} ({saved['name']}) with a different "
+                           f"configuration than {policy.label} ({policy.name}) (differs in: {', '.join(diff)})")
     state = unflatten(_state_template(policy, spec, meta.get("batch")), arrays, meta["state_leaves"], "state/",
                       what=f"{path}: policy state")
     state = jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, state)
@@ -438,10 +444,10 @@ def _batch_size(policy: Any, spec: Any, state: Any) -> int | None:
     want_leaves = jax.tree_util.tree_flatten_with_path(template)[0]
     have_leaves = jax.tree.leaves(state)
     if len(want_leaves) != len(have_leaves):
-        raise PersistError(f"state has {len(have_leaves)} arrays but {policy.name}.init makes {len(want_leaves)}: "
+        raise PersistError(f"state has {len(have_leaves)} arrays but {policy.label}.init makes {len(want_leaves)}: "
                            "not a state of this policy")
     if jax.tree.structure(state) != jax.tree.structure(template):
-        raise PersistError(f"state has the tree structure {jax.tree.structure(state)} but {policy.name}.init makes "
+        raise PersistError(f"state has the tree structure {jax.tree.structure(state)} but {policy.label}.init makes "
                            f"{jax.tree.structure(template)}: not a state of this policy")
     for (where, w), h in zip(want_leaves, have_leaves, strict=True):
         _check_leaf_dtype(policy, _path_str(where), w, h)
@@ -452,7 +458,7 @@ def _batch_size(policy: Any, spec: Any, state: Any) -> int | None:
     if have and all(len(h) == len(w) + 1 and h[1:] == w for h, w in zip(have, want, strict=True)) and \
             len({h[0] for h in have}) == 1:
         return have[0][0]
-    raise PersistError(f"state shapes {have} do not match {policy.name}.init's {want} (with or without a run axis)")
+    raise PersistError(f"state shapes {have} do not match {policy.label}.init's {want} (with or without a run axis)")
 
 
 def _check_leaf_dtype(policy: Any, where: str, want: Any, have: Any) -> None:
@@ -462,13 +468,13 @@ def _check_leaf_dtype(policy: Any, where: str, want: Any, have: Any) -> None:
         got = "a typed PRNG key" if _is_key(have) else f"a {np.asarray(have).dtype} array"
         hint = " (a raw uint32 key? use jax.random.key, or wrap it with jax.random.wrap_key_data)" \
             if _is_key(want) else ""
-        raise PersistError(f"state{where} is {got} but {policy.name}.init makes {what} there{hint}: not a state "
+        raise PersistError(f"state{where} is {got} but {policy.label}.init makes {what} there{hint}: not a state "
                            "of this policy")
     if _is_key(want):
         return
     want_dtype, have_dtype = np.dtype(want.dtype), np.dtype(getattr(have, "dtype", np.asarray(have).dtype))
     if want_dtype != have_dtype:
-        raise PersistError(f"state{where} has dtype {have_dtype} but {policy.name}.init makes {want_dtype}: not a "
+        raise PersistError(f"state{where} has dtype {have_dtype} but {policy.label}.init makes {want_dtype}: not a "
                            "state of this policy")
 
 

@@ -339,6 +339,14 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
 
 
+def _policy_params(entry: dict) -> dict:
+    """A policy's parameters from the study's config table (``{"name": ..., **params}``) or, for a
+    study built in Python, from the results' record of the policy (``{"name", "label", "params"}``)."""
+    if set(entry) == {"name", "label", "params"}:
+        return entry["params"]
+    return {k: x for k, x in entry.items() if k != "name"}
+
+
 def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
     """Write ``<stem>.report.md``, ``<stem>.report.html`` (figures linked / embedded) and
     ``<stem>.report.csv`` (the tidy :func:`report_frame`: the same numbers as the tables)."""
@@ -374,8 +382,7 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
     policies = study.get("policies", cfg.get("policies", {}))
     tables.append(("Policies (of the first sweep point)" if keys else "Policies",
                    ["policy", "constructor", "parameters"],
-                   [[name, v.get("name", ""), json.dumps({k: x for k, x in v.items() if k != "name"})]
-                    for name, v in policies.items()]))
+                   [[name, v.get("name") or "", json.dumps(_policy_params(v))] for name, v in policies.items()]))
 
     md = [f"# {title}", ""]
     md += [f"- **{k}**: {v}" for k, v in meta]

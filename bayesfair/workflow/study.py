@@ -621,7 +621,7 @@ def _check_true_reward(name: str, env: Any) -> None:
 
     extra = jax.eval_shape(lambda k: env.step(k, env.reset(k), jnp.int32(1)).extra, jax.random.key(0)) or {}
     if name not in extra:
-        raise ConfigError("log.true_reward", f"environment {env.name} reports no {name!r} with its rounds (its "
+        raise ConfigError("log.true_reward", f"environment {env.label} reports no {name!r} with its rounds (its "
                           f"entries: {sorted(extra) or 'none'})")
 
 
@@ -643,13 +643,13 @@ def _check_policy_fits(policy: Any, env: Any, path: str, label: str | None = Non
         rnd = env.step(k2, params, jnp.int32(1))
         state = policy.init(k3, env.spec)
         out = policy.select(k3, state, rnd.obs)
-        action, _, _ = check_select(out, env.spec.n_arms, f"policy {policy.name!r}")  # shapes and dtypes
+        action, _, _ = check_select(out, env.spec.n_arms, f"policy {policy.label!r}")  # shapes and dtypes
         return policy.update(state, rnd.obs, action, rnd.reward[action])
 
     try:
         jax.eval_shape(one, jax.random.key(0))
     except (ValueError, TypeError, IndexError) as exc:
-        raise ConfigError(path, f"{policy.name} cannot run on environment {env.name!r}: {exc}") from None
+        raise ConfigError(path, f"{policy.label} cannot run on environment {env.label!r}: {exc}") from None
 
 
 def set_path(raw: dict[str, Any], key: str, value: Any, *, where: str = "") -> None:

@@ -248,7 +248,7 @@ def bench_horizon(horizon, args):
     scan_rate = runs * horizon / scan_seconds
     out = {
         "horizon": horizon,
-        "block": gp.fair_greedy(horizon, block=args.block).config["block"],
+        "block": min(gp.default_block(horizon) if args.block is None else args.block, horizon),
         **numpy,
         "jax_scan_compile_seconds": scan_compile,
         "jax_scan_seconds": scan_seconds,

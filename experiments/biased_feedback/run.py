@@ -110,7 +110,7 @@ def load_study(args, setting: str, overrides: list[str], seed_offset: int | None
 
 def simulate(args, study, tag: str):
     env = study.env
-    log(f"{tag}: {env.name}, n={env.spec.n_arms}, d={env.spec.n_features}, T={study.horizon:,}, {study.runs} runs")
+    log(f"{tag}: {env.label}, n={env.spec.n_arms}, d={env.spec.n_features}, T={study.horizon:,}, {study.runs} runs")
     return add_derived(study.run(progress=args.progress), env, study.seed, study.runs)
 
 
@@ -121,7 +121,7 @@ def add_derived(ds, env, seed: int, runs: int):
     t = ds["checkpoint"]
     ds["sensitive_share"] = ds["group_pulls"].isel(group=1) / t
     ds["sensitive_share"].attrs["long_name"] = "share of pulls from the sensitive group's arms"
-    if "track_psi_hat" in ds and env.config.get("kind") in ("biased_linear", "synthetic_biased"):
+    if "track_psi_hat" in ds and env.params.get("kind") in ("biased_linear", "synthetic_biased"):
         psi = np.asarray(env_params(env, seed, runs).psi, np.float64)  # [run, m, d]
         err = np.sqrt(((ds["track_psi_hat"].values - psi[None, :, None]) ** 2).sum(axis=(-1, -2)))
         has = np.isfinite(ds["track_psi_hat"].values).all(axis=(-1, -2))
@@ -250,9 +250,9 @@ def data_setting(args, which: str) -> dict[str, Any]:
     if "track_psi_hat" in ds:
         for p in (q for q in ("GroupFairTopInterval", "GroupFair-TS") if q in ds["policy"].values):
             est = ds["track_psi_hat"].sel(policy=p).isel(checkpoint=-1).values[:, 1]  # [run, d]
-            psi[p] = dict(zip(env.config["features"], est.mean(axis=0).round(4).tolist(), strict=True))
-    return {"final": table, "psi_hat_sensitive_mean_over_runs": psi, "arms": env.config["arms"],
-            "arm_mean_reward": env.config["arm_mean_reward"]}
+            psi[p] = dict(zip(env.params["features"], est.mean(axis=0).round(4).tolist(), strict=True))
+    return {"final": table, "psi_hat_sensitive_mean_over_runs": psi, "arms": env.params["arms"],
+            "arm_mean_reward": env.params["arm_mean_reward"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -323,7 +323,7 @@ def figure_regret(args, tuner, fig: str) -> dict:
     print_table(f"Figure {fig[-1]} ({mode}, c={c:g}), at T={study.horizon:,} (mean +- s.e. over runs):", table)
     out: dict[str, Any] = {"final": table}
     if mode == "linear":
-        env_cfg = study.env.config
+        env_cfg = study.env.params
         out["environment"] = {k: env_cfg[k] for k in ("rff_scale", "bias", "fit_r2", "fitted_mean_range")}
     return out
 
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     use_shared_data()
     tuner = Tuner(args)
-    label_means = load_study(args, "fig2", [], only=MAB_ALL[:1]).env.config["label_means"]
+    label_means = load_study(args, "fig2", [], only=MAB_ALL[:1]).env.params["label_means"]
     summary: dict[str, Any] = {"scale": args.scale, "seed": args.seed, "tuned": not args.no_tune,
                                "label_means_test": label_means,
                                "figures": {}, "seconds": {}}

@@ -114,8 +114,8 @@ def figure1(args) -> dict:
 
     plt = plotting.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14.5, 3.9))
-    weights = np.asarray(env.config["theta"][:-1]).reshape(env.spec.n_groups, env.config["block_size"])
-    offsets = env.config["bias_weight"] * env.config["bias_step"] * np.arange(1, env.spec.n_groups + 1)
+    weights = np.asarray(env.params["theta"][:-1]).reshape(env.spec.n_groups, env.params["block_size"])
+    offsets = env.params["bias_weight"] * env.params["bias_step"] * np.arange(1, env.spec.n_groups + 1)
     x = np.linspace(0, 22, 600)
     for g in range(env.spec.n_groups):
         axes[0].plot(x, gm.uniform_sum_pdf(x, weights[g], offsets[g]), label=f"Group {g + 1}")
@@ -150,7 +150,7 @@ def figure2(args) -> dict:
     study = load_study(args, "fig2", (f'environment.group="{args.group}"',))
     env = study.env
     cfg = {"horizon": study.horizon, "runs": study.runs}
-    log(f"figure 2: Adult ({args.group}, {env.spec.n_groups} groups, population {env.config['population']:,}), "
+    log(f"figure 2: Adult ({args.group}, {env.spec.n_groups} groups, population {env.params['population']:,}), "
         f"K={env.spec.n_arms}, d={env.spec.n_features}, T={cfg['horizon']}, {cfg['runs']} runs")
     ds = study.run(progress=args.progress)
     bf.write_results(ds, args.out / "fig2.nc")
@@ -181,7 +181,7 @@ def figure2(args) -> dict:
     plotting.save_figure(fig, args.out / "fig2.png")
     offered = ds["group_offered"].isel(checkpoint=-1).mean("run").sel(policy=names[0]).values
     return {"horizon": cfg["horizon"], "runs": cfg["runs"], "groups": [str(g) for g in groups],
-            "group_sizes": env.config["group_sizes"], "mean_offered_per_group": offered.round(1).tolist(),
+            "group_sizes": env.params["group_sizes"], "mean_offered_per_group": offered.round(1).tolist(),
             "final": _final(ds),
             "selection_rate_percent": {str(p): (rate.sel(policy=p).mean("run").values * 100).round(2).tolist()
                                        for p in names},

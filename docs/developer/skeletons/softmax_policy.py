@@ -45,5 +45,5 @@ def softmax(*, temperature: Positive = 0.1, initial_estimate: float = 0.5) -> Po
     def update(state: CountState, obs: Observation, action: jax.Array, reward: jax.Array) -> CountState:
         return update_counts(state, action, reward)
 
-    # no config dict: {"algorithm": "softmax", "temperature": ..., "initial_estimate": ...} is derived
+    # the label; @declare records name="softmax" and params={"temperature": ..., "initial_estimate": ...}
     return Policy(init, select, update, "Softmax")
