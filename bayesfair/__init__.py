@@ -5,9 +5,6 @@
 posteriors and environments, and the subpackages as namespaces (``bf.policies``,
 ``bf.posteriors``, ``bf.environments``, ``bf.merit``, ``bf.diagnostics``, ``bf.plotting``,
 ``bf.datasets``, ``bf.inference``); every other public name lives in its subpackage.
-Each of these names is imported from its module the first time it is read, so ``import
-bayesfair`` itself costs JAX's import and little more (a process serving online decisions never
-loads the simulator, the diagnostics or the fitting code).
 
 On import, if JAX's backend is not yet initialized (no JAX operation has run), the host CPU is
 exposed as one XLA device per core (the simulator shards independent runs over them); importing
