@@ -23,8 +23,9 @@ change). The non-centred form (``centered=False``, the default, site ``z``) suit
 observations and the centred form (``centered=True``: logit_i ~ Normal(m_g, s_g) directly, site
 ``logit``) arms with many; a bandit run has both, and arms move from one to the other as they are
 pulled. ``centered="auto"`` centres each arm partially by how much its data say about its
-logit (Papaspiliopoulos, Roberts & Skold 2007, Statistical Science 22(1), Section 4; Gorinova,
-Moore & Hoffman 2020, "Automatic reparameterisation of probabilistic programs", Eq. 1):
+logit (the partially non-centred parametrization of Papaspiliopoulos, Roberts & Skold 2007, "A
+general framework for the parametrization of hierarchical models", Statistical Science 22(1);
+the form of NumPyro's ``LocScaleReparam(centered=lambda)``):
 
     w_i = lambda_i m_g(i) + s_g(i)^lambda_i eps_i,  eps_i ~ N(0, 1)    site ``z_partial`` [K]
     logit_i = m_g(i) + s_g(i)^(1 - lambda_i) (w_i - lambda_i m_g(i))   (= m_g(i) + s_g(i) eps_i)
