@@ -30,12 +30,13 @@ the form of NumPyro's ``LocScaleReparam(centered=lambda)``):
     w_i = lambda_i m_g(i) + s_g(i)^lambda_i eps_i,  eps_i ~ N(0, 1)    site ``z_partial`` [K]
     logit_i = m_g(i) + s_g(i)^(1 - lambda_i) (w_i - lambda_i m_g(i))   (= m_g(i) + s_g(i) eps_i)
 
-with lambda_i = I_i scale^2 / (I_i scale^2 + 1), I_i = n_i p_i (1 - p_i) the Fisher information
-of arm i's n_i observations about its logit (p_i = (successes + 1/2) / (n_i + 1)): the weight
-that makes the partially centred coordinate independent of the group mean in the Gaussian
-approximation with the group scale at its prior scale. lambda_i = 0 (non-centred) for an arm
-never pulled, -> 1 (centred) for an arm pulled often. The weights are functions of the data only,
-recomputed at every refresh, so every refresh samples the exact posterior.
+with lambda_i = I_i c^2 / (I_i c^2 + 1), I_i = n_i p_i (1 - p_i) the Fisher information of arm
+i's n_i observations about its logit (p_i = (successes + 1/2) / (n_i + 1)): the weight that makes
+the partially centred coordinate independent of the group mean in the Gaussian approximation
+with the group scale equal to c (``centring_scale``, default ``scale``). lambda_i = 0
+(non-centred) for an arm never pulled, -> 1 (centred) for an arm pulled often. The weights are
+functions of the data only, recomputed at every refresh, so every refresh samples the exact
+posterior.
 """
 
 from __future__ import annotations
@@ -63,14 +64,14 @@ def _labels(group_of_arm: Any) -> np.ndarray:
 
 
 def hierarchical_model(group_of_arm: Any, *, loc: float = 0.0, loc_scale: float = 1.5, scale: float = 1.0,
-                       centered: bool | str = False):
+                       centered: bool | str = False, centring_scale: float | None = None):
     """The NumPyro model ``model(arms, rewards=None, *, n_arms, mask=None)`` (per observation).
 
     This is the reference model (``Posterior.model``); :func:`hierarchical_logit_normal` refreshes
     with the equivalent count form. Parameters as in :func:`hierarchical_logit_normal`.
     """
     labels, loc, loc_scale, scale, centered = _check(group_of_arm, loc, loc_scale, scale, centered)
-    priors = _priors(labels, loc, loc_scale, scale, centered)
+    priors = _priors(labels, loc, loc_scale, scale, centered, _centring_scale(centring_scale, scale))
 
     def model(arms, rewards=None, *, n_arms: int, mask=None) -> None:
         import numpyro
@@ -132,6 +133,16 @@ def _check_observations(arms: Any, rewards: Any, mask: Any, k: int) -> None:
             raise ValueError(f"rewards must be 0 or 1 (Bernoulli likelihood); observation {bad[0]} has {r[bad[0]]}")
 
 
+def _centring_scale(value: float | None, scale: float) -> float:
+    """The reference group scale of the ``"auto"`` form's weights: ``scale`` unless given (> 0)."""
+    if value is None:
+        return scale
+    value = finite_float("centring_scale", value)
+    if value <= 0:
+        raise ValueError(f"centring_scale must be > 0, got {value}")
+    return value
+
+
 def _centring_weights(successes: jax.Array | None, trials: jax.Array, scale: float) -> jax.Array:
     """lambda_i [K] of the ``centered="auto"`` form (module docstring) from the arms' counts.
 
@@ -144,7 +155,8 @@ def _centring_weights(successes: jax.Array | None, trials: jax.Array, scale: flo
     return info / (info + 1.0)
 
 
-def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, centered: bool | str):
+def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, centered: bool | str,
+            centring_scale: float):
     """The prior part of the model: samples the group and arm sites, returns the logits [K].
 
     ``priors(successes, trials)``: the arms' counts set the ``"auto"`` form's centring weights
@@ -162,7 +174,8 @@ def _priors(labels: np.ndarray, loc: float, loc_scale: float, scale: float, cent
             s = numpyro.sample("group_scale", dist.HalfNormal(scale))
         with numpyro.plate("arm", k):
             if centered == "auto":
-                lam = _centring_weights(successes, jnp.zeros(k, jnp.float32) if trials is None else trials, scale)
+                lam = _centring_weights(successes, jnp.zeros(k, jnp.float32) if trials is None else trials,
+                                        centring_scale)
                 mg, sg = m[labels], s[labels]
                 w = numpyro.sample("z_partial", dist.Normal(lam * mg, sg**lam))
                 logit = numpyro.deterministic("logit", mg + sg ** (1.0 - lam) * (w - lam * mg))
@@ -186,6 +199,7 @@ def hierarchical_logit_normal(
     loc_scale: float = 1.5,
     scale: float = 1.0,
     centered: bool | str = False,
+    centring_scale: float | None = None,
     capacity: int | None = None,
     **settings: Any,
 ) -> Posterior:
@@ -205,6 +219,9 @@ def hierarchical_logit_normal(
         The coordinates NUTS samples in (module docstring; the model is the same): ``False``
         (default) the non-centred form (site ``z``), ``True`` the centred one (site ``logit``),
         ``"auto"`` each arm partially centred by its data (site ``z_partial``).
+    centring_scale : float, optional
+        The group scale the ``"auto"`` weights assume (module docstring), > 0; default
+        ``scale``. A smaller value centres the arms later in a run (docs/mcmc.md measures 0.3).
     capacity : int, optional
         None: condition on per-arm counts (exact). An int: a masked ring buffer of the last
         ``capacity`` observations (the generic path; a sliding window once full).
@@ -220,8 +237,10 @@ def hierarchical_logit_normal(
         with ``centered="auto"``; none centred), ``logit [K]`` and ``mu [K]``.
     """
     labels, loc, loc_scale, scale, centered = _check(group_of_arm, loc, loc_scale, scale, centered)
-    priors = _priors(labels, loc, loc_scale, scale, centered)
-    reference = hierarchical_model(labels, loc=loc, loc_scale=loc_scale, scale=scale, centered=centered)
+    centring_scale = _centring_scale(centring_scale, scale)
+    priors = _priors(labels, loc, loc_scale, scale, centered, centring_scale)
+    reference = hierarchical_model(labels, loc=loc, loc_scale=loc_scale, scale=scale, centered=centered,
+                                   centring_scale=centring_scale)
 
     def counts_model(successes, trials) -> None:
         import numpyro
@@ -237,6 +256,6 @@ def hierarchical_logit_normal(
     else:
         model, hist = reference, arm_buffer(capacity)
     params = {"group_of_arm": labels.tolist(), "loc": loc, "loc_scale": loc_scale, "scale": scale,
-              "centered": centered}
+              "centered": centered, "centring_scale": centring_scale}
     return mcmc_posterior(model, history=hist, name="hierarchical_logit_normal", reference_model=reference,
                           params=params, rewards="binary", **settings)

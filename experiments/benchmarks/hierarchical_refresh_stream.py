@@ -11,7 +11,7 @@ refreshes that fail the fallback's own thresholds (R-hat, ESS, any divergence), 
 the median ESS per coordinate, the mean leapfrog steps per draw and the step size.
 
 Usage: ``python experiments/benchmarks/hierarchical_refresh_stream.py [--centered false|true|auto]
-[--runs 8] [--refreshes 50] [--setting name=value ...]`` (NUTSSettings fields, e.g.
+[--centring-scale C] [--runs 8] [--refreshes 50] [--setting name=value ...]`` (NUTSSettings fields, e.g.
 ``--setting target_accept=0.95``). Nothing is asserted.
 """
 
@@ -40,6 +40,7 @@ GROUPS = np.array([0, 0, 1, 1])
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--centered", default="false", choices=["auto", "false", "true"])
+    p.add_argument("--centring-scale", type=float, default=None, help="centring_scale of the 'auto' form")
     p.add_argument("--runs", type=int, default=8)
     p.add_argument("--refreshes", type=int, default=50)
     p.add_argument("--refresh-every", type=int, default=100)
@@ -48,7 +49,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.setting)}
     centered = {"auto": "auto", "false": False, "true": True}[args.centered]
-    post = hierarchical_logit_normal(GROUPS, centered=centered, refresh_every=args.refresh_every, **settings)
+    post = hierarchical_logit_normal(GROUPS, centered=centered, centring_scale=args.centring_scale,
+                                     refresh_every=args.refresh_every, **settings)
     r, b = args.runs, args.refresh_every
     share = np.exp(4 * MEANS) / np.exp(4 * MEANS).sum()
     rng = np.random.default_rng(args.seed)
@@ -83,7 +85,8 @@ def main(argv=None):
     bad, div = np.array(bad) > 0, np.array(div)
     ess, rhat = np.array(ess).reshape(-1, len(names)), np.array(rhat).reshape(-1, len(names))
     steps, size = np.array(steps), np.array(size)
-    print(f"centered={centered!r} {settings} runs {r} x {args.refreshes} refreshes every {b}: "
+    print(f"centered={centered!r} centring_scale={args.centring_scale} {settings} runs {r} x {args.refreshes} "
+          f"refreshes every {b}: "
           f"{time.time() - t0:.0f} s, load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"failed refreshes: {bad.sum()} of {bad.size} ({bad.mean():.1%}); the first 10: {bad[:10].mean():.1%}, "
           f"later: {bad[10:].mean():.1%}")
