@@ -17,6 +17,7 @@ more devices than cores. If the backend already runs with fewer CPU devices than
 warns (the simulator then uses fewer cores: ~1.7x slower on 2 cores).
 """
 
+import importlib as _importlib
 import operator as _operator
 import os as _os
 import warnings as _warnings
@@ -97,51 +98,60 @@ def _default_host_devices() -> None:
 
 _default_host_devices()
 
-from bayesfair import datasets, diagnostics, environments, inference, plotting, policies, posteriors  # noqa: E402
-from bayesfair.core import merit  # noqa: E402
-from bayesfair.core.compat import IncompatibleError  # noqa: E402
-from bayesfair.core.declare import ConfigError  # noqa: E402
-from bayesfair.core.groups import Groups  # noqa: E402
-from bayesfair.environments import (  # noqa: E402
-    UniformMeans,
-    bernoulli_arms,
-    compas_bandit,
-    gaussian_arms,
-    linear_bandit,
-    yeast_bandit,
-)
-from bayesfair.policies import (  # noqa: E402
-    Policy,
-    bf_ts,
-    bf_ucb,
-    epsilon_greedy,
-    fair_greedy,
-    fairx_eg,
-    fairx_lints,
-    fairx_linucb,
-    fairx_ts,
-    fairx_ucb,
-    group_fair_top_interval,
-    thompson,
-    ucb1,
-    uniform,
-)
-from bayesfair.posteriors import (  # noqa: E402
-    beta_bernoulli,
-    linear_known_variance,
-    normal_inverse_gamma,
-    normal_known_variance,
-)
-from bayesfair.simulation.results import ResultsFileError, read_results, tidy, write_results  # noqa: E402
-from bayesfair.simulation.simulator import (  # noqa: E402
-    SimulationError,
-    StudyMemoryError,
-    checkpoint_grid,
-    simulate,
-)
-from bayesfair.workflow.config import load_config  # noqa: E402
-from bayesfair.workflow.online import online  # noqa: E402
-from bayesfair.workflow.persist import load_policy, save_policy  # noqa: E402
+# The public names, each imported from its module on first use (PEP 562 module ``__getattr__``),
+# so that ``import bayesfair`` costs JAX's import and little else: a process that serves online
+# decisions never loads the simulator, the diagnostics or the fitting code (and their Python-level
+# set-up), and ``bf.simulate`` still imports the whole simulator the first time it is read.
+_SOURCES = {
+    # workflow
+    "simulate": "bayesfair.simulation.simulator",
+    "checkpoint_grid": "bayesfair.simulation.simulator",
+    "load_config": "bayesfair.workflow.config",
+    "read_results": "bayesfair.simulation.results",
+    "write_results": "bayesfair.simulation.results",
+    "tidy": "bayesfair.simulation.results",
+    "save_policy": "bayesfair.workflow.persist",
+    "load_policy": "bayesfair.workflow.persist",
+    "online": "bayesfair.workflow.online",
+    # errors
+    "ConfigError": "bayesfair.core.declare",
+    "IncompatibleError": "bayesfair.core.compat",
+    "SimulationError": "bayesfair.simulation.simulator",
+    "StudyMemoryError": "bayesfair.simulation.simulator",
+    "ResultsFileError": "bayesfair.simulation.results",
+    # building blocks
+    "Policy": "bayesfair.policies",
+    "Groups": "bayesfair.core.groups",
+    "UniformMeans": "bayesfair.environments",
+    **dict.fromkeys(["fairx_ts", "fairx_ucb", "fairx_eg", "thompson", "ucb1", "epsilon_greedy", "uniform", "bf_ucb",
+                     "bf_ts", "fairx_lints", "fairx_linucb", "group_fair_top_interval", "fair_greedy"],
+                    "bayesfair.policies"),
+    **dict.fromkeys(["beta_bernoulli", "normal_known_variance", "normal_inverse_gamma", "linear_known_variance"],
+                    "bayesfair.posteriors"),
+    **dict.fromkeys(["bernoulli_arms", "gaussian_arms", "linear_bandit", "yeast_bandit", "compas_bandit"],
+                    "bayesfair.environments"),
+}
+# the namespaces: the module itself
+_MODULES = {"merit": "bayesfair.core.merit",
+            **{name: f"bayesfair.{name}" for name in ("policies", "posteriors", "environments", "datasets",
+                                                      "diagnostics", "plotting", "inference")}}
+
+
+def __getattr__(name: str):
+    """Import a public name's module the first time the name is read, and keep the name."""
+    if name in _MODULES:
+        value = _importlib.import_module(_MODULES[name])
+    elif name in _SOURCES:
+        value = getattr(_importlib.import_module(_SOURCES[name]), name)
+    else:
+        raise AttributeError(f"module 'bayesfair' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "__version__",

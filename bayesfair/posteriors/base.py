@@ -187,7 +187,7 @@ def normal_observation(draw: Callable[[jax.Array, Any], dict[str, jax.Array]], d
     return ObservationModel(draw, dict(dims), log_density, replicate)
 
 # hyper-parameters that do not change the prior (numerics, parametrization, MCMC settings)
-_NOT_PRIOR = ("cholesky", "method", "centered", "history", "capacity", "link")
+_NOT_PRIOR = ("cholesky", "method", "centered", "centring_scale", "history", "capacity", "link")
 _ALIASES = {"mcmc_beta_bernoulli": "beta_bernoulli"}
 
 
