@@ -41,6 +41,7 @@ Writes ``results/benchmarks/nutpie_bench.json`` (atomically) and prints the tabl
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -279,10 +280,10 @@ class _CompileClock:
         return sum(self.by_name.values())
 
 
-def fit_bayesfair(design: GlmDesign, seed: int, clock: _CompileClock) -> tuple[Any, dict[str, float]]:
+def fit_bayesfair(design: GlmDesign, seed: int, clock: _CompileClock, **nuts: Any) -> tuple[Any, dict[str, float]]:
     clock.by_name, clock.on = {}, True
     w0, c0 = time.perf_counter(), time.process_time()
-    res = fit_glm(design, seed=seed, warn=False)
+    res = fit_glm(design, seed=seed, warn=False, **nuts)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     clock.on = False
     return res, {"end_to_end": wall, "cpu": cpu, "compile": clock.total, "sampling": max(wall - clock.total, 1e-9),
@@ -343,8 +344,10 @@ def agreement(bf: dict[str, Any], nu: dict[str, Any]) -> dict[str, Any]:
             "n_abs_z_over_4": int(np.sum(np.abs(allz) > 4)), "n_abs_z_over_3": int(np.sum(np.abs(allz) > 3))}
 
 
-def compare(design: GlmDesign, seed: int, clock: _CompileClock) -> dict[str, Any]:
-    """Fit ``design`` both ways; the two rows, the agreement and the gradient costs."""
+def compare(design: GlmDesign, seed: int, clock: _CompileClock, variants: tuple[dict[str, Any], ...] = ()
+            ) -> dict[str, Any]:
+    """Fit ``design`` both ways; the two rows, the agreement and the gradient costs; each of
+    ``variants`` (``fit_glm`` settings) is one more bayesfair fit, in ``"variants"``."""
     K = design.n_levels if design.likelihood == "ordered_logistic" else None
     bf_fit, bf_sec = fit_bayesfair(design, seed, clock)
     print(f"  bayesfair: {bf_sec['end_to_end']:.1f} s ({bf_sec['compile']:.1f} s compiling); "
@@ -365,9 +368,21 @@ def compare(design: GlmDesign, seed: int, clock: _CompileClock) -> dict[str, Any
     grad = gradient_seconds(bf_fit, compiled)
     bf["gradient_s"], nu["gradient_s"] = grad["bayesfair"], grad["nutpie"]
     agree = agreement(bf, nu)
+    rows = []
+    for nuts in variants:
+        v_fit, v_sec = fit_bayesfair(design, seed, clock, **nuts)
+        vs = {k: np.asarray(v) for k, v in v_fit.samples.items()}
+        v = summarize(vs, sites, estimand_draws(vs, design), v_fit.sample_stats["diverging"],
+                      v_fit.sample_stats["n_steps"], v_sec)
+        v["gradient_s"] = float("nan")
+        v["agreement"] = agreement(v, nu)
+        v["nuts"] = {k: repr(x) for k, x in nuts.items()}
+        v.pop("_per")
+        rows.append(v)
+        print(f"  bayesfair {nuts}: {v_sec['end_to_end']:.1f} s; {v_fit.convergence.message}", flush=True)
     for row in (bf, nu):
         row.pop("_per")
-    return {"bayesfair": bf, "nutpie": nu, "agreement": agree,
+    return {"bayesfair": bf, "nutpie": nu, "agreement": agree, "variants": rows,
             "settings": {"bayesfair": {k: v for k, v in bf_fit.config.items() if k != "model"},
                          "nutpie": {"draws": DRAWS, "tune": TUNE, "chains": CHAINS, "seed": seed,
                                     "backend": "numba", "other": "nutpie defaults (target_accept 0.8, diag)"}}}
@@ -387,23 +402,31 @@ def versions() -> dict[str, str]:
 def print_rows(results: list[dict[str, Any]]) -> None:
     head = (f"{'recipe':<14}{'rows':>6} {'side':<9}{'wall s':>8}{'comp s':>8}{'samp s':>8}{'cpu s':>8}"
             f"{'Rhat':>7}{'ESSmin':>7}{'div':>5}{'ESS/s delta':>12}{'ESS/s est':>10}{'ESS/s scl':>10}"
-            f"{'steps':>7}{'grad us':>9}")
+            f"{'ESS/cpu-s delta':>16}{'steps':>7}{'grad us':>9}")
     print(head)
     print("-" * len(head))
     for r in results:
-        for side in ("bayesfair", "nutpie"):
-            s = r[side]
+        sides = [("bayesfair", r["bayesfair"]), ("nutpie", r["nutpie"])]
+        sides += [(",".join(f"{k}={x}" for k, x in v["nuts"].items()), v) for v in r.get("variants", [])]
+        for side, s in sides:
             sec = s["seconds"]
             print(f"{r['recipe']:<14}{r['rows']:>6} {side:<9}{sec['end_to_end']:>8.1f}{sec['compile']:>8.1f}"
                   f"{sec['sampling']:>8.1f}{sec['cpu']:>8.1f}{s['max_rhat']:>7.3f}{s['min_ess_bulk']:>7.0f}"
                   f"{s['divergences']:>5d}{s['ess_per_s_delta']:>12.2f}{s['ess_per_s_estimand']:>10.2f}"
-                  f"{s['ess_per_s_scales']:>10.2f}{s['steps_per_draw']:>7.1f}{1e6 * s['gradient_s']:>9.1f}")
+                  f"{s['ess_per_s_scales']:>10.2f}{s['ess_per_cpu_s_delta']:>16.2f}{s['steps_per_draw']:>7.1f}"
+                  f"{1e6 * s['gradient_s']:>9.1f}")
         a = r["agreement"]
         ratio = {k: r["bayesfair"][f"ess_per_s_{k}"] / r["nutpie"][f"ess_per_s_{k}"]
                  for k in ("delta", "estimand", "scales")}
         print(f"{'':<21}bayesfair / nutpie ESS/s: delta {ratio['delta']:.2f}x, estimand {ratio['estimand']:.2f}x, "
               f"scales {ratio['scales']:.2f}x; agreement: max |z| {a['max_abs_z']:.2f} over {a['n_scalars']} "
               f"scalars ({a['worst']}), {a['n_abs_z_over_4']} past 4")
+        for v in r.get("variants", []):
+            print(f"{'':<21}{v['nuts']}: ESS/s vs nutpie: delta "
+                  f"{v['ess_per_s_delta'] / r['nutpie']['ess_per_s_delta']:.2f}x, estimand "
+                  f"{v['ess_per_s_estimand'] / r['nutpie']['ess_per_s_estimand']:.2f}x, scales "
+                  f"{v['ess_per_s_scales'] / r['nutpie']['ess_per_s_scales']:.2f}x; agreement max |z| "
+                  f"{v['agreement']['max_abs_z']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,8 +436,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the subsample and of both samplers")
     p.add_argument("--warm-cache", action="store_true",
                    help="use the user's JAX and PyTensor compilation caches (default: empty ones)")
+    p.add_argument("--bf-variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="one more bayesfair fit with these fit_glm settings (Python literals), e.g. "
+                        "target_accept=0.8 or dense_mass=True or num_chains=2,num_samples=2000; repeatable")
     p.add_argument("--out", type=Path, default=Path("results/benchmarks/nutpie_bench.json"))
     args = p.parse_args(argv)
+    try:
+        variants = tuple({k: ast.literal_eval(x) for k, x in (kv.split("=", 1) for kv in spec.split(","))}
+                         for spec in args.bf_variant)
+    except (ValueError, SyntaxError) as exc:
+        p.error(f"--bf-variant must be KEY=VALUE pairs of Python literals, comma-separated: {exc}")
     if args.rows < 0:
         p.error(f"--rows must be >= 0 (0: all rows), got {args.rows}")
     if not args.warm_cache:
@@ -429,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         design = recipe_design(key, args.rows or None, args.seed)
         print(f"{key}: {design.y.size} rows, {design.likelihood}, d={design.X.shape[1]}, "
               f"{design.n_groups} groups x {design.n_buckets} buckets", flush=True)
-        res = compare(design, args.seed, clock)
+        res = compare(design, args.seed, clock, variants)
         report["results"].append({"recipe": key, "rows": int(design.y.size), "likelihood": design.likelihood,
                                   "d": int(design.X.shape[1]), **res})
         write_text(args.out, json.dumps(report, indent=2, default=float))
