@@ -429,6 +429,26 @@ def print_rows(results: list[dict[str, Any]]) -> None:
                   f"{v['agreement']['max_abs_z']:.2f}")
 
 
+def markdown(results: list[dict[str, Any]]) -> str:
+    """The report's rows as a Markdown table (``--markdown REPORT.json``)."""
+    lines = ["| recipe (rows, likelihood) | side | wall s (compile) | CPU s | max R-hat | min bulk ESS | divergences "
+             "| ESS/s delta | ESS/s estimand | ESS/s scales | ESS/CPU-s delta | steps/draw | gradient us |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        sides = [("bayesfair", r["bayesfair"]), ("nutpie", r["nutpie"])]
+        sides += [("bayesfair " + ", ".join(f"{k}={x}" for k, x in v["nuts"].items()), v)
+                  for v in r.get("variants", [])]
+        for side, s in sides:
+            sec = s["seconds"]
+            grad = "" if not np.isfinite(s["gradient_s"]) else f"{1e6 * s['gradient_s']:.0f}"
+            lines.append(f"| {r['recipe']} ({r['rows']}, {r['likelihood']}) | {side} | {sec['end_to_end']:.0f} "
+                         f"({sec['compile']:.0f}) | {sec['cpu']:.0f} | {s['max_rhat']:.3f} | {s['min_ess_bulk']:.0f} | "
+                         f"{s['divergences']} | {s['ess_per_s_delta']:.1f} | {s['ess_per_s_estimand']:.1f} | "
+                         f"{s['ess_per_s_scales']:.1f} | {s['ess_per_cpu_s_delta']:.0f} | {s['steps_per_draw']:.1f} "
+                         f"| {grad} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     p.add_argument("--rows", type=int, default=1000, help="rows of each recipe's design (%(default)s; 0: all)")
@@ -440,7 +460,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="one more bayesfair fit with these fit_glm settings (Python literals), e.g. "
                         "target_accept=0.8 or dense_mass=True or num_chains=2,num_samples=2000; repeatable")
     p.add_argument("--out", type=Path, default=Path("results/benchmarks/nutpie_bench.json"))
+    p.add_argument("--markdown", type=Path, metavar="REPORT.json",
+                   help="print an earlier report's rows as a Markdown table and exit (fits nothing)")
     args = p.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())["results"]))
+        return 0
     try:
         variants = tuple({k: ast.literal_eval(x) for k, x in (kv.split("=", 1) for kv in spec.split(","))}
                          for spec in args.bf_variant)
