@@ -31,17 +31,22 @@ z = (mean_bf - mean_nutpie) / sqrt(MCSE_bf^2 + MCSE_nutpie^2); the largest |z| i
 
 Usage::
 
-    nice -n 10 .venv/bin/python experiments/benchmarks/nutpie_bench.py [--rows 1000]
+    nice -n 10 .venv/bin/python experiments/benchmarks/nutpie_bench.py [--rows 500]
         [--recipes compas adult_sex adult_race family_income] [--seed 0] [--out FILE]
+        [--bf-variant KEY=VALUE,...] [--warm-cache]
+    .venv/bin/python experiments/benchmarks/nutpie_bench.py --markdown results/benchmarks/nutpie_bench.json
 
-Writes ``results/benchmarks/nutpie_bench.json`` (atomically) and prints the table. Needs the
-``bench`` extra (``pip install -e '.[bench]'``: pymc, nutpie).
+The default 500 rows: ~490 CPU seconds of fitting for the four recipes (2026-12-01; 40 min of
+wall time on the 2-core VM at load average 9-17, the benchmark niced). Writes
+``results/benchmarks/nutpie_bench.json`` (atomically) and prints the table. Needs the ``bench``
+extra (``pip install -e '.[bench]'``: pymc, nutpie).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime
 import json
 import os
@@ -101,10 +106,11 @@ def recipe_design(key: str, rows: int | None, seed: int = 0) -> GlmDesign:
     def stop(args, table, description, *, y, keep, **kw):
         raise _Built(args, table, {"y": y, "keep": keep})
 
-    argv = [*flags, "--seed", str(seed), "--out", tempfile.mkdtemp(prefix="nutpie_bench_")]
+    out = tempfile.TemporaryDirectory(prefix="nutpie_bench_")  # the recipe writes nothing before its fit
+    argv = [*flags, "--seed", str(seed), "--out", out.name]
     if rows is not None:
         argv += ["--rows", str(rows)]
-    with mock.patch.object(_glm, "run_glm", stop):
+    with out, mock.patch.object(_glm, "run_glm", stop):
         try:
             module.main(argv)
         except _Built as built:
@@ -451,7 +457,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--rows", type=int, default=1000, help="rows of each recipe's design (%(default)s; 0: all)")
+    p.add_argument("--rows", type=int, default=500, help="rows of each recipe's design (%(default)s; 0: all)")
     p.add_argument("--recipes", nargs="+", choices=sorted(RECIPES), default=list(RECIPES))
     p.add_argument("--seed", type=int, default=0, help="seed of the subsample and of both samplers")
     p.add_argument("--warm-cache", action="store_true",
@@ -473,9 +479,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--bf-variant must be KEY=VALUE pairs of Python literals, comma-separated: {exc}")
     if args.rows < 0:
         p.error(f"--rows must be >= 0 (0: all rows), got {args.rows}")
-    if not args.warm_cache:
-        os.environ["BAYESFAIR_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="nutpie_bench_jax_")
-        os.environ["PYTENSOR_FLAGS"] = f"compiledir={tempfile.mkdtemp(prefix='nutpie_bench_pytensor_')}"
+    with contextlib.ExitStack() as stack:
+        if not args.warm_cache:  # empty compilation caches, removed at the end
+            jax_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="nutpie_bench_jax_"))
+            pt_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="nutpie_bench_pytensor_"))
+            os.environ["BAYESFAIR_COMPILE_CACHE_DIR"] = jax_dir
+            flags = os.environ.get("PYTENSOR_FLAGS")
+            os.environ["PYTENSOR_FLAGS"] = f"{flags + ',' if flags else ''}compiledir={pt_dir}"
+        return _run(args, variants)
+
+
+def _run(args: argparse.Namespace, variants: tuple[dict[str, Any], ...]) -> int:
     now = datetime.datetime.now(datetime.UTC).isoformat()
     report = {"benchmark": "nutpie_bench", "argv": sys.argv[1:], "date": now,
               "machine": harness.machine_info(), "versions": versions(), "cold_caches": not args.warm_cache,
