@@ -91,7 +91,7 @@ def compress_design(design: GlmDesign) -> tuple[GlmDesign, np.ndarray]:
 
 
 def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-              weights: Any = None) -> tuple[Any, tuple[Any, ...]]:
+              weights: Any = None, centered: tuple[str, ...] = ()) -> tuple[Any, tuple[Any, ...]]:
     """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed; with
     ``weights``, row n counted ``weights[n]`` times, as :func:`compress_design` gives them)."""
     y = design.y
@@ -102,14 +102,15 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
     model = functools.partial(
         group_glm_model, n_groups=design.n_groups, n_buckets=design.n_buckets, reference=design.reference,
         likelihood=design.likelihood, n_trials=design.n_trials, n_levels=design.n_levels, group_bias=group_bias,
-        priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0)
+        priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0,
+        centered=tuple(centered))
     model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
     args = (design.group, design.bucket, design.X, design.y)
     return model, args if weights is None else (*args, np.asarray(weights, np.float64))
 
 
 def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-            compress: bool = True, **nuts: Any) -> Fit:
+            compress: bool = True, centered: tuple[str, ...] = (), **nuts: Any) -> Fit:
     """Fit :func:`build_glm`'s model by NUTS (``nuts``: :func:`~bayesfair.inference.fitting.fit`'s
     settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``).
 
@@ -122,7 +123,7 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
         cells, counts = compress_design(design)
         if cells.y.size < design.y.size:
             design, weights = cells, counts
-    model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights)
+    model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
     return fit(model, *args, **nuts)
 
 

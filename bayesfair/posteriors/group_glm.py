@@ -107,11 +107,20 @@ def _obs_dist(likelihood: str, eta: Any, extra: dict[str, Any], n_trials: int):
     return dist.StudentT(extra["nu"], eta, extra["sigma"])
 
 
+def _effect(name: str, scale: Any, shape: list[int], centred: bool):
+    """N(0, scale^2) effects of ``shape``: sampled as they are (centred) or as z-scores times the
+    scale (non-centred; the z-scores are the site ``<name>_z``)."""
+    if centred:
+        return numpyro.sample(name, dist.Normal(0, scale).expand(shape).to_event(len(shape)))
+    z = numpyro.sample(f"{name}_z", dist.Normal(0, 1).expand(shape).to_event(len(shape)))
+    return numpyro.deterministic(name, scale * z)
+
+
 def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any = None, *, n_groups: int,
                     n_buckets: int,
                     reference: int = 0, likelihood: str = "bernoulli", n_trials: int = 9,
                     n_levels: int | None = None, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-                    y_loc: float = 0.0, y_scale: float = 1.0) -> None:
+                    y_loc: float = 0.0, y_scale: float = 1.0, centered: tuple[str, ...] = ()) -> None:
     """NumPyro model of the module docstring. ``group``, ``bucket`` int ``[N]``; ``X [N, d]``.
 
     ``weights [N]`` (optional, > 0): row n stands for ``weights[n]`` identical observations (same
@@ -130,8 +139,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         alpha = numpyro.sample("alpha", dist.Normal(y_loc if cont else 0.0, priors.intercept_sd * sc))
         eta = eta + alpha
     sigma_bucket = numpyro.sample("sigma_bucket", dist.HalfNormal(priors.bucket_sd * sc))
-    gamma_z = numpyro.sample("gamma_z", dist.Normal(0, 1).expand([n_buckets]).to_event(1))
-    gamma = numpyro.deterministic("gamma", sigma_bucket * gamma_z)
+    gamma = _effect("gamma", sigma_bucket, [n_buckets], "gamma" in centered)
     beta = numpyro.sample("beta", dist.Normal(0, slope_sd * sc).expand([d]).to_event(1))
     # Bucket and group effects as one-hot products, not gathers (the gradient of a gather is a
     # scatter-add over the rows, slow on CPU) and one pass over X for beta and lambda: on all
@@ -144,11 +152,9 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         k = len(others)
         delta = numpyro.sample("delta", dist.Normal(0, priors.shift_sd * sc).expand([k]).to_event(1))
         sigma_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.u_sd * sc))
-        u_z = numpyro.sample("u_z", dist.Normal(0, 1).expand([n_buckets, k]).to_event(2))
-        u = numpyro.deterministic("u", sigma_u * u_z)
+        u = _effect("u", sigma_u, [n_buckets, k], "u" in centered)
         s_slope = numpyro.sample("s_slope", dist.HalfNormal(slope_sd * sc))
-        lam_z = numpyro.sample("lambda_z", dist.Normal(0, 1).expand([k, d]).to_event(2))
-        lam = numpyro.deterministic("lambda", s_slope * lam_z)
+        lam = _effect("lambda", s_slope, [k, d], "lambda" in centered)
         onehot_g = jax.nn.one_hot(jnp.asarray(slot)[group], k, dtype=X.dtype)  # the reference's rows: all 0
         xw = X @ jnp.concatenate([beta[:, None], lam.T], axis=1)  # one pass over X for beta and lambda
         eta = eta + xw[:, 0] + onehot_g @ delta + jnp.sum(onehot_g * (onehot_b @ u + xw[:, 1:]), axis=-1)
