@@ -20,8 +20,9 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
 - ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
   slope sd): shrunk together, separately from delta.
 
-Every random effect is non-centred (z-scores times their scale). On the logit scale (Bernoulli,
-binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
+Every random effect is non-centred (z-scores times their scale; ``centered`` names effects among
+``gamma``, ``u``, ``lambda`` to sample as they are, which measured worse: docs/mcmc.md). On the
+logit scale (Bernoulli, binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
 likelihoods every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
 centred at ``y_loc``. The paper's model (Section 3.1, Eq. 2: exchangeable arms, one s for every
 coordinate of psi) stays available as :func:`bayesfair.posteriors.group_bias.group_bias_model`.
