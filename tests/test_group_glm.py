@@ -91,3 +91,39 @@ def test_glm_nuts_sbc(likelihood, kw):
     res = sbc(*problem, jax.random.key(11), replications=8, vectorize=False)
     assert res.passed, res.summary() if hasattr(res, "summary") else res
     assert abs(res.coverage_all - 0.9) <= 4 * res.coverage_all_se + 1e-9
+
+
+@pytest.mark.parametrize("likelihood,kw", [("bernoulli", {}), ("ordered_logistic", {"n_levels": 4}),
+                                           ("student_t", {})])
+def test_compressed_design_has_the_same_log_density_and_per_row_likelihood(likelihood, kw):
+    """compress_design's cells with their counts give the rows' log-density exactly (at random
+    parameter points, 3 groups), and the model's pointwise log-likelihood is that of the numpy
+    linear predictor (the one-hot products in the model index like the gathers in linear_predictor)."""
+    import jax
+    from numpyro.infer import Predictive
+    from numpyro.infer.util import log_density, log_likelihood
+
+    from bayesfair.inference.glm_fit import build_glm, compress_design
+
+    rng = np.random.default_rng(3)
+    n = 300
+    X = rng.integers(0, 2, size=(n, 2)).astype(float)  # few distinct x, so rows repeat
+    top = {"bernoulli": 1, "ordered_logistic": 3}.get(likelihood)
+    y = rng.integers(0, top + 1, n).astype(float) if top else np.round(rng.normal(size=n), 1)
+    des = GlmDesign(rng.integers(0, 3, n).astype(np.int32), rng.integers(0, 2, n).astype(np.int32), X, y, 3, 2, 1,
+                    likelihood, **kw)
+    cells, counts = compress_design(des)
+    assert cells.y.size < n and counts.sum() == n
+    model, args = build_glm(des)
+    cmodel, cargs = build_glm(cells, weights=counts)
+    with jax.enable_x64(True):
+        draws = Predictive(model, num_samples=2)(jax.random.key(0), *args[:3], None)
+        for i in range(2):
+            point = {k: v[i] for k, v in draws.items() if k != "y"}
+            full = float(log_density(model, args, {}, point)[0])
+            np.testing.assert_allclose(float(log_density(cmodel, cargs, {}, point)[0]), full, rtol=1e-10)
+        ll = np.asarray(log_likelihood(model, {k: v for k, v in draws.items() if k != "y"}, *args)["y"])
+    assert ll.shape == (2, n)
+    if likelihood == "bernoulli":
+        eta = linear_predictor({k: np.asarray(v) for k, v in draws.items()}, des)
+        np.testing.assert_allclose(ll, stats.bernoulli.logpmf(y, 1 / (1 + np.exp(-eta))), rtol=1e-8)

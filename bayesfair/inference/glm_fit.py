@@ -34,8 +34,8 @@ from bayesfair.posteriors.group_glm import (
     group_glm_model,
 )
 
-__all__ = ["SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "fit_glm", "glm_design", "glm_sbc_problem",
-           "glm_tree", "linear_predictor"]
+__all__ = ["SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "compress_design", "fit_glm", "glm_design",
+           "glm_sbc_problem", "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -76,24 +76,54 @@ def glm_design(table: Any, *, likelihood: str, y: Any = None, keep: Any = None, 
                      tuple(names[j] for j in cols))
 
 
-def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS
-              ) -> tuple[Any, tuple[Any, ...]]:
-    """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed)."""
+def compress_design(design: GlmDesign) -> tuple[GlmDesign, np.ndarray]:
+    """``(cells, counts)``: the design's distinct rows (group, bucket, x, y), each once, and how many
+    rows each stands for. The model with ``weights=counts`` on ``cells`` has exactly the
+    log-density of the model on ``design`` (the rows are exchangeable given the parameters), at
+    the cost of ``cells``' rows (COMPAS, ordered logistic: 18,310 rows -> 8,828 cells;
+    Adult: 45,222 -> 25,721 by sex, 25,967 by race; family income: none repeat)."""
+    key = np.column_stack([design.group, design.bucket, design.X, design.y])
+    _, first, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first)  # the cells in the order their first row appears
+    r = first[order]
+    return (design._replace(group=design.group[r], bucket=design.bucket[r], X=design.X[r], y=design.y[r]),
+            counts[order].astype(np.float64))
+
+
+def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+              weights: Any = None, centered: tuple[str, ...] = ()) -> tuple[Any, tuple[Any, ...]]:
+    """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed; with
+    ``weights``, row n counted ``weights[n]`` times, as :func:`compress_design` gives them)."""
     y = design.y
     cont = design.likelihood in ("gaussian", "student_t")
+    w = np.ones(y.size) if weights is None else np.asarray(weights, np.float64)
+    loc = float(np.sum(w * y) / w.sum())  # the rows' mean and sd, also from compressed cells
+    scale = float(np.sqrt(np.sum(w * (y - loc) ** 2) / w.sum()))
     model = functools.partial(
         group_glm_model, n_groups=design.n_groups, n_buckets=design.n_buckets, reference=design.reference,
         likelihood=design.likelihood, n_trials=design.n_trials, n_levels=design.n_levels, group_bias=group_bias,
-        priors=priors, y_loc=float(y.mean()) if cont else 0.0, y_scale=float(y.std()) if cont else 1.0)
+        priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0,
+        centered=tuple(centered))
     model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
-    return model, (design.group, design.bucket, design.X, design.y)
+    args = (design.group, design.bucket, design.X, design.y)
+    return model, args if weights is None else (*args, np.asarray(weights, np.float64))
 
 
 def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-            **nuts: Any) -> Fit:
+            compress: bool = True, centered: tuple[str, ...] = (), **nuts: Any) -> Fit:
     """Fit :func:`build_glm`'s model by NUTS (``nuts``: :func:`~bayesfair.inference.fitting.fit`'s
-    settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``)."""
-    model, args = build_glm(design, group_bias=group_bias, priors=priors)
+    settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``).
+
+    ``compress`` (default): fit on :func:`compress_design`'s distinct rows with their counts when
+    that has fewer rows (the same posterior, fewer rows per gradient); the fit's ``model_args`` are
+    then the cells', and :func:`glm_tree` evaluates the pointwise log-likelihood per row of
+    ``design``."""
+    weights = None
+    if compress:
+        cells, counts = compress_design(design)
+        if cells.y.size < design.y.size:
+            design, weights = cells, counts
+    model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
     return fit(model, *args, **nuts)
 
 
@@ -176,7 +206,7 @@ def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
     kept = {k: v[:, ::thin] for k, v in s.items()}
     flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in kept.items()}
     k = next(iter(kept.values())).shape[1]
-    model, args = fit_.model, fit_.model_args
+    model, args = fit_.model, (design.group, design.bucket, design.X, design.y)  # per row, not per cell
     with jax.enable_x64(True):
         pp = Predictive(model, posterior_samples=flat)(jax.random.key(seed), *args[:3], None)["y"]
         ll = log_likelihood(model, flat, *args)["y"]

@@ -1,0 +1,57 @@
+"""NUTS settings of the group-bias GLM compared on one recipe design, in one process.
+
+Fits :func:`bayesfair.inference.glm_fit.fit_glm` (on the design's distinct cells, float64) on a
+uniform subsample of a recipe's default design (``glm_cells_bench.design``) once per variant and
+prints, per variant: NUTS seconds, mean leapfrog steps per iteration, the adapted step size, max
+R-hat, min bulk/tail ESS (over every variable), min bulk ESS per second, divergences and the bias
+estimand's posterior mean and sd (the variants must agree within Monte Carlo error). Variants:
+``diag`` (the default: diagonal mass matrix, every random effect non-centred), ``dense`` (dense
+mass matrix), ``c:gamma+u`` (those effects centred; any of gamma, u, lambda).
+
+Usage: python experiments/benchmarks/glm_sampler_ab.py [--recipe adult_sex] [--rows 5000] [--warmup 500]
+       [--samples 500] [--chains 2] [--variants "diag;dense;c:gamma+u"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from glm_cells_bench import design  # noqa: E402  (the recipes' designs)
+
+from bayesfair.inference.glm_fit import bias_estimand, fit_glm  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="adult_sex", choices=("compas", "adult_sex", "adult_race", "income"))
+    p.add_argument("--rows", type=int, default=5000)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--samples", type=int, default=500)
+    p.add_argument("--chains", type=int, default=2)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--variants", default="diag;dense;c:gamma+u")
+    a = p.parse_args(argv)
+    full = design(a.recipe)
+    idx = np.sort(np.random.default_rng(0).choice(full.y.size, min(a.rows, full.y.size), replace=False))
+    des = full._replace(group=full.group[idx], bucket=full.bucket[idx], X=full.X[idx], y=full.y[idx])
+    for v in a.variants.split(";"):
+        centered = tuple(v.removeprefix("c:").split("+")) if v.startswith("c:") else ()
+        f = fit_glm(des, num_warmup=a.warmup, num_samples=a.samples, num_chains=a.chains, seed=a.seed, warn=False,
+                    dense_mass=v == "dense", centered=centered)
+        c, st = f.convergence, f.sample_stats
+        est = next(iter(bias_estimand(f, des).values()))
+        load = " ".join(open("/proc/loadavg").read().split()[:3])
+        print(f"{a.recipe} {des.y.size} rows, {v}: {f.seconds:.1f} s, steps/iter {np.mean(st['n_steps']):.1f}, "
+              f"step {np.mean(st['step_size'][:, -1]):.4f}, R-hat {c.max_rhat:.3f}, ESS bulk/tail "
+              f"{c.min_ess_bulk:.0f}/{c.min_ess_tail:.0f} ({c.min_ess_bulk / f.seconds:.2f}/s), div {c.divergences}, "
+              f"estimand {est['mean']:+.4f} (sd {est['sd']:.4f}); load {load}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
