@@ -49,13 +49,13 @@ def plot_power(result: Any, title: str | None = None):
     ci = float(d.get("ci_prob", 0.9))
     x = np.array([r["effect"] for r in rows], float)
     plt = pyplot()
-    fig, (ax_p, ax_c) = plt.subplots(1, 2, figsize=(10.0, 4.4), sharex=True)
+    fig, (ax_p, ax_c) = plt.subplots(1, 2, figsize=(10.0, 4.6), sharex=True, layout="constrained")
     _points(ax_p, x, [r["power"] for r in rows], "C0", f"P({int(round(100 * ci))}% interval excludes 0)")
     ax_p.axhline(1 - ci, color="0.35", linestyle="--", linewidth=1,
                  label=f"1 - {ci:g} = {1 - ci:.2f}: nominal at effect 0")
     ax_p.axhline(0.9, color="0.35", linestyle=":", linewidth=1, label="power 0.9")
     _points(ax_c, x, [r["coverage"] for r in rows], "C1", "coverage of the true estimand")
-    ax_c.axhline(ci, color="0.35", linestyle="--", linewidth=1, label=f"nominal {ci:g}")
+    ax_c.axhline(ci, color="0.35", linestyle="--", linewidth=1, label=f"nominal coverage {ci:g}")
     scale = d.get("scale") or "outcome scale"
     labels = []
     for e, r in zip(x, rows, strict=True):
@@ -77,9 +77,12 @@ def plot_power(result: Any, title: str | None = None):
         ax_p.set_xlim(x.min() - pad, x.max() + pad)
     group, ref = d.get("group", "group"), d.get("reference", "reference")
     head = title or f"{group} vs {ref}"
-    fig.suptitle(f"{head}: {d.get('replicates', '?')} semi-synthetic replicates per effect, "
-                 f"{d.get('design_rows', '?')} rows, {d.get('likelihood', '')} (Wilson 95% bars)", fontsize=10)
-    for ax in (ax_p, ax_c):  # below the axes: the curves may run through every corner
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, fontsize=7, frameon=False)
-    fig.tight_layout()
+    fig.suptitle(f"{head}\n{d.get('replicates', '?')} semi-synthetic replicates per effect, "
+                 f"{d.get('design_rows', '?')} rows, {d.get('likelihood', '')} likelihood (bars: Wilson 95%)", fontsize=10)
+    handles, names = [], []
+    for ax in (ax_p, ax_c):  # one legend below the panels: the curves may run through every corner
+        for h, n in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.append(h)
+            names.append(n)
+    fig.legend(handles, names, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     return fig
