@@ -613,10 +613,12 @@ def fit(
         Issue a ``RuntimeWarning`` when the fit is not converged (default True).
     cache_key : hashable, optional
         Generic model only: a name for the model (equal keys must mean the same model, keywords
-        and all). The compiled sampler is kept and the next fit with the same key, settings and
-        data shapes reuses it, with the model's arguments as inputs (``jit_model_args``), so
-        repeated fits on new outcomes (a power study, SBC) compile once. The group-bias model
-        does this by itself.
+        and all). The ``MCMC`` object is kept and the next fit with the same key, settings and
+        data shapes reuses it, with the model's arguments as inputs (``jit_model_args``), for
+        repeated fits on new outcomes (a power study). numpyro still rebuilds its sampling loop
+        on every run, which the persistent compilation cache then mostly loads: on a 100-row
+        COMPAS design, 14 compilations in the first fit, 2 in each later one (``jax_log_compiles``).
+        The group-bias model does this by itself.
     **model_kwargs
         Keyword arguments of a generic model.
     """

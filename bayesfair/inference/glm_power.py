@@ -21,8 +21,8 @@ Outcomes (:func:`simulate_outcomes`) come from the model's observation site thro
 ``Predictive`` with the generating point substituted: the same code as the model's prior and
 posterior predictive draws. Each replicate is fitted by :func:`bayesfair.inference.fitting.fit`
 with the real design's model (its priors; for the continuous likelihoods the prior scales that
-the real outcome's mean and sd set), with the compiled sampler reused across replicates
-(``cache_key``: same shapes, new outcomes), and its estimand is
+the real outcome's mean and sd set), with one ``MCMC`` object for every replicate
+(``fit(..., cache_key=...)``: same shapes, new outcomes as inputs), and its estimand is
 :func:`~bayesfair.inference.glm_fit.bias_estimand`'s equal-tailed ``ci_prob`` interval. Per
 effect size: the coverage of the interval (the share of replicates whose interval holds the true
 estimand), the power (the share whose interval excludes 0), each with its binomial standard error
