@@ -78,7 +78,8 @@ def plot_power(result: Any, title: str | None = None):
     group, ref = d.get("group", "group"), d.get("reference", "reference")
     head = title or f"{group} vs {ref}"
     fig.suptitle(f"{head}\n{d.get('replicates', '?')} semi-synthetic replicates per effect, "
-                 f"{d.get('design_rows', '?')} rows, {d.get('likelihood', '')} likelihood (bars: Wilson 95%)", fontsize=10)
+                 f"{d.get('design_rows', '?')} rows, {d.get('likelihood', '')} likelihood (bars: Wilson 95%)",
+                 fontsize=10)
     handles, names = [], []
     for ax in (ax_p, ax_c):  # one legend below the panels: the curves may run through every corner
         for h, n in zip(*ax.get_legend_handles_labels(), strict=True):
