@@ -416,3 +416,25 @@ def test_repeated_fits_clear_compiled_code_before_the_mapping_limit(monkeypatch)
     fitting._MCMC_CACHE.pop("sentinel")
     used, limit = fitting._memory_maps()
     assert limit == 0 or 0 < used < limit
+
+
+def test_a_cache_key_reuses_the_sampler_with_the_same_numbers():
+    """``fit(model, ..., cache_key=k)``: the second fit with new outcomes reuses the first's MCMC
+    object (compiled once, the data as inputs) and gives exactly the draws of a fit without the key
+    (same seed, same data); the group-bias data path refuses a key (it keys its sampler itself)."""
+    from bayesfair.posteriors.mcmc import logistic_linear_mcmc
+
+    rng = np.random.default_rng(4)
+    X = np.c_[rng.normal(size=(80, 1)), np.ones(80)]
+    y1, y2 = ((rng.random((2, 80)) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5])))).astype(float))
+    model = logistic_linear_mcmc().model
+    kw = dict(num_warmup=60, num_samples=40, num_chains=2, warn=False)
+    first = fitting.fit(model, X, y1, cache_key="test-logistic", **kw)
+    second = fitting.fit(model, X, y2, seed=3, cache_key="test-logistic", **kw)
+    assert second.mcmc is first.mcmc
+    plain = fitting.fit(model, X, y2, seed=3, **kw)
+    assert plain.mcmc is not first.mcmc
+    np.testing.assert_allclose(second.samples["theta"], plain.samples["theta"], rtol=1e-10)
+    arms, Xg, _, yg = _data(np.random.default_rng(0), n_obs=40)
+    with pytest.raises(TypeError, match="nor cache_key"):
+        fitting.fit(fitting.group_bias_data(arms, Xg, yg, GROUPS), cache_key="x")

@@ -214,6 +214,21 @@ def test_a_recipe_does_not_replace_an_earlier_fit_without_overwrite(tmp_path, mo
     assert (out / "summary.json").read_text() == "{}"
 
 
+def test_dry_run_fits_nothing_and_says_what_power_would_run(tmp_path, monkeypatch, capsys):
+    if not RECIPES["compas_group_bias"].exists():
+        pytest.skip(f"data for compas_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    out = tmp_path / "out"
+    rc = _recipe("compas_group_bias").main(["--rows", "500", "--dry-run", "--power", "--power-effects", "0,0.5",
+                                            "--power-reps", "7", "--chains", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists()
+    assert "dry run, nothing fitted): 500 of 18,310 rows" in text
+    assert "effects delta = 0, 0.5" in text and "7 replicates each: 14 more NUTS fits of 2 x (1000 + 1000)" in text
+    _recipe("compas_group_bias").main(["--dry-run", "--out", str(out)])
+    assert "power study: off" in capsys.readouterr().out
+
+
 def test_a_recipe_s_exit_message_is_printed_by_bayesfair_fit(tmp_path, capsys):
     """A recipe's SystemExit("message") came out of `bayesfair fit` as exit 1 and nothing else."""
     assert cli.main(["fit", "--models-dir", str(MODELS), "sbc_group_bias", "--analyze", "--out", str(tmp_path)]) == 1
@@ -252,6 +267,10 @@ def test_sbc_replications_are_not_mixed(tmp_path, capsys):
     ("compas_group_bias", ["--parametrization", "coefficients", "--centered-psi"], "contradict each other"),
     ("compas_group_bias", ["--model", "paper", "--likelihood", "ordered_logistic"], "is a --model glm likelihood"),
     ("adult_group_bias", ["--min-level-rows", "-1"], "--min-level-rows must be >= 0"),
+    ("compas_group_bias", ["--power-reps", "0"], "--power-reps must be >= 1"),
+    ("compas_group_bias", ["--power-effects", "0,x"], "--power-effects must be comma-separated numbers"),
+    ("compas_group_bias", ["--power-effects", "0,0"], "--power-effects must be distinct finite numbers"),
+    ("compas_group_bias", ["--power", "--model", "paper"], "--power needs --model glm"),
     ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
     ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
     ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),
@@ -352,3 +371,24 @@ def test_glm_recipe_tiny(tmp_path, monkeypatch, capsys):
     assert "not evidence of no bias" in summary["loo"]["reading"] or "predicts better" in summary["loo"]["reading"]
     for f in ("posterior.nc", "bias_estimand.csv", "prior_predictive.png", "loo_compare.csv"):
         assert (out / f).exists(), f
+
+
+@pytest.mark.slow
+def test_glm_recipe_power_tiny(tmp_path, monkeypatch, capsys):
+    """``--power`` end to end on 100 COMPAS rows (a code-path budget): power.json holds every effect
+    size with its replicates counted (a tiny budget fails the verdict: counted, not dropped) and
+    power.png is written."""
+    if not RECIPES["compas_group_bias"].exists():
+        pytest.skip(f"data for compas_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    out = tmp_path / "out"
+    argv = ["--rows", "100", "--warmup", "30", "--samples", "30", "--chains", "2", "--no-compare", "--power",
+            "--power-effects", "0,0.5", "--power-reps", "2", "--out", str(out)]
+    assert cli.main(["fit", "compas_group_bias", *argv]) == 0
+    assert "power of the bias estimand (African-American vs rest" in capsys.readouterr().out
+    power = json.loads((out / "power.json").read_text())
+    assert power["complete"] and [r["effect"] for r in power["rows"]] == [0.0, 0.5]
+    for row in power["rows"]:
+        assert row["replicates"] == 2 and row["converged"] + row["not_converged"] + len(row["errors"]) == 2
+    assert power["rows"][0]["true_estimand"] == 0.0 < power["rows"][1]["true_estimand"]
+    assert (out / "power.png").stat().st_size > 10_000

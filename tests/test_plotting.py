@@ -50,7 +50,16 @@ def _figure_calls(ds, tree, gap):
         "plot_exposure_over_time": lambda: plotting.plot_exposure_over_time(ds, "BF-TS", tree=tree),
         "plot_psi_forest": lambda: plotting.plot_psi_forest(psi_tree),
         "plot_exposure_gap": lambda: plotting.plot_exposure_gap(gap),
+        "plot_power": lambda: plotting.plot_power(_POWER),
     }
+
+
+def _share(p, n=10):
+    return {"p": p, "se": (p * (1 - p) / n) ** 0.5, "wilson95": [max(p - 0.2, 0.0), min(p + 0.2, 1.0)], "k": 0, "n": n}
+
+
+_POWER = {"rows": [{"effect": e, "true_estimand": 0.5 * e, "replicates": 10, "converged": 10, "coverage": _share(0.9),
+                    "power": _share(p)} for e, p in ((0.0, 0.1), (0.5, 0.8))], "ci_prob": 0.9}
 
 
 def test_every_plot_function_is_covered(study):

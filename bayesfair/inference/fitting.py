@@ -569,6 +569,7 @@ def fit(
     x64: bool = True,
     progress_bar: bool = False,
     warn: bool = True,
+    cache_key: Any = None,
     **model_kwargs: Any,
 ) -> Fit:
     """Fit a NumPyro model by NUTS: the group-bias model given :class:`GroupBiasData`, or any model.
@@ -610,6 +611,14 @@ def fit(
         Run in float64 (default), scoped with ``jax.enable_x64``; False: float32.
     warn : bool
         Issue a ``RuntimeWarning`` when the fit is not converged (default True).
+    cache_key : hashable, optional
+        Generic model only: a name for the model (equal keys must mean the same model, keywords
+        and all). The ``MCMC`` object is kept and the next fit with the same key, settings and
+        data shapes reuses it, with the model's arguments as inputs (``jit_model_args``), for
+        repeated fits on new outcomes (a power study). numpyro still rebuilds its sampling loop
+        on every run, which the persistent compilation cache then mostly loads: on a 100-row
+        COMPAS design, 14 compilations in the first fit, 2 in each later one (``jax_log_compiles``).
+        The group-bias model does this by itself.
     **model_kwargs
         Keyword arguments of a generic model.
     """
@@ -624,14 +633,15 @@ def fit(
         if not callable(target):
             raise TypeError(f"target must be GroupBiasData (see group_bias_data) or a NumPyro model, got "
                             f"{type(target).__name__}")
-        mcmc, samples, stats, seconds, method, a, k = _run(target, args, model_kwargs, **run_kw)
+        mcmc, samples, stats, seconds, method, a, k = _run(target, args, model_kwargs, cache_key=cache_key, **run_kw)
         config = {**run_kw, "chain_method": method, "model": getattr(target, "__qualname__", repr(target))}
         advice = ADVICE.format(param="the model's own parametrization")
         conv = _verdict(samples, stats, advice, warn)
         return Fit(mcmc, samples, stats, conv, seconds, config, None, target, a, k)
 
-    if args or model_kwargs:
-        raise TypeError(f"fit(GroupBiasData, ...) takes no extra model arguments, got {args} {sorted(model_kwargs)}")
+    if args or model_kwargs or cache_key is not None:
+        raise TypeError(f"fit(GroupBiasData, ...) takes no extra model arguments nor cache_key (it keys its compiled "
+                        f"sampler itself), got {args} {sorted(model_kwargs)} cache_key={cache_key!r}")
     # checked again: GroupBiasData is a public NamedTuple, so it may be built (or _replace'd) without
     # group_bias_data's checks, and an arm index out of range would be dropped by the sums silently
     data = group_bias_data(target.arms, target.X, target.y, target.group_of_arm, reference=target.reference,

@@ -1,7 +1,8 @@
 """Figures (the only package importing matplotlib; imported lazily, Agg backend by default).
 
 :mod:`.figures` draws results (regret, exposure, sweeps) and diagnostics trees (merit and exposure
-forests, exposure over time, psi); :mod:`.gap` the exposure-gap forest.
+forests, exposure over time, psi); :mod:`.gap` the exposure-gap forest; :mod:`.power` the power
+curve of the group-bias estimand.
 
 Every ``plot_*`` function returns a matplotlib Figure. In a notebook (IPython's inline backend,
 Jupyter's default) the returned figure is displayed once, as the cell's value: it is closed from
@@ -29,6 +30,7 @@ from bayesfair.plotting.figures import (
     save_figure,
 )
 from bayesfair.plotting.gap import plot_exposure_gap
+from bayesfair.plotting.power import plot_power
 
 __all__ = [
     "pyplot",
@@ -42,6 +44,7 @@ __all__ = [
     "plot_exposure_over_time",
     "plot_psi_forest",
     "plot_exposure_gap",
+    "plot_power",
     "save_figure",
     "place_legend",
     "arm_labels",

@@ -15,7 +15,9 @@ float64, non-centred random effects). Outputs in ``--out``:
 - ``calibration.png`` (0/1 outcomes): ArviZ's PAV calibration plot;
 - ``likelihoods.csv`` (``--compare-likelihoods``): every candidate likelihood's verdict, checks,
   elpd and estimand;
-- ``loo_compare.csv`` and ``summary.json``.
+- ``loo_compare.csv`` and ``summary.json``;
+- ``power.json`` and ``power.png`` (``--power``): the estimand's coverage and power on the design
+  (:mod:`bayesfair.workflow.recipes._power`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from bayesfair.inference.glm_fit import bias_estimand, build_glm, fit_glm, glm_d
 from bayesfair.plotting import save_figure
 from bayesfair.posteriors.group_glm import expected_outcome
 from bayesfair.simulation.results import write_results, write_text
+from bayesfair.workflow.recipes import _power as power_recipe
 
 CI_PROB = 0.9
 
@@ -209,5 +212,7 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
             print(f"  {r['likelihood']:<18} converged {r['converged']!s:<5} checks {verdict}"
                   f" elpd {r['elpd_loo']:.1f} ({r['se']:.1f})  estimand {r['estimand_mean']:+.4f} "
                   f"[{r['estimand_lb']:+.4f}, {r['estimand_ub']:+.4f}]")
+    if args.power:
+        power_recipe.run(args, design, f1, out, title, ci_prob=CI_PROB)
     print(f"done in {time.perf_counter() - t0:.1f} s; wrote {out}")
     return 0

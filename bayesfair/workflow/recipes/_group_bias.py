@@ -71,6 +71,7 @@ from bayesfair.posteriors.group_bias import LIKELIHOODS
 from bayesfair.posteriors.group_glm import GLM_LIKELIHOODS
 from bayesfair.simulation.results import write_results, write_text
 from bayesfair.workflow.recipes import _glm as glm_recipe
+from bayesfair.workflow.recipes import _power as power_recipe
 
 CI_PROB = 0.9
 
@@ -127,6 +128,10 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--no-compare", action="store_true", help="skip the fit without psi (no LOO comparison)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the outputs of an earlier fit in --out (refused otherwise)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="load the data, print what would be fitted (rows, model, NUTS budget, the power study) and "
+                        "exit without fitting")
+    power_recipe.add_args(p)
     return p
 
 
@@ -152,11 +157,12 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.centered_psi and args.parametrization != "auto":
         p.error(f"--centered-psi (psi centred, beta by the rule) and --parametrization {args.parametrization} "
                 "contradict each other: give one of them")
+    power_recipe.check_args(p, args)
 
 
 #: The files a recipe writes into ``--out``.
 OUTPUTS = ("posterior.nc", "summary.json", "psi_hdi.csv", "psi_forest.png", "ppc.png", "loo_compare.csv",
-           "bias_estimand.csv", "prior_predictive.png", "calibration.png", "likelihoods.csv")
+           "bias_estimand.csv", "prior_predictive.png", "calibration.png", "likelihoods.csv", *power_recipe.OUTPUTS)
 
 
 def check_out(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -321,8 +327,17 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
     table, description = build(args)  # may set the default --out (Adult: one folder per grouping)
-    check_out(p, args)
     y, keep, note = (None, None, "the table's reward") if response is None else response(table, args)
+    if args.dry_run:
+        n = int(table.rewards.size if keep is None else np.sum(keep))
+        print(f"{title or name} (dry run, nothing fitted): {min(n, args.rows or n):,} of {n:,} rows; model "
+              f"{args.model}, likelihood {args.likelihood} ({note}); NUTS {args.chains} x ({args.warmup} + "
+              f"{args.samples}), target_accept {args.target_accept}; "
+              f"{'no fit without the bias terms' if args.no_compare else 'also the fit without the bias terms'}; "
+              f"output folder {args.out}")
+        print(power_recipe.plan(args))
+        return 0
+    check_out(p, args)
     if args.model == "glm":
         return glm_recipe.run_glm(args, table, description, y=y, keep=keep, note=note, name=name,
                                   title=title or name, response=response, likelihoods=glm_likelihoods, t0=t0)
