@@ -490,8 +490,8 @@ def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (),
     callable
         A decorator returning the constructor wrapped so that every argument is checked against
         its declared type (:func:`check` with ``config=False``; a bad one raises ``TypeError`` or
-        ``ValueError`` with the config's message); a policy gets ``name=key`` and its bound
-        arguments as ``params``.
+        ``ValueError`` with the config's message). A policy or merit it returns gets
+        ``name=key`` and its bound arguments as ``params``; an environment gets ``name=key``.
     """
     _check_kind(kind)
 
