@@ -122,20 +122,22 @@ Z = 4.5
 
 
 def _nuts_agreement(n_sets, num_warmup, num_samples, seed):
-    """NUTS through :func:`fit_nuts` (scales fixed), alternating the plain and the
+    """NUTS through :func:`fitting.fit` (scales fixed; beta non-centred, psi centred), alternating the plain and the
     sufficient-statistic likelihood, against the float64 closed form."""
     from numpyro.diagnostics import effective_sample_size
 
     groups = (0, 0, 1, 1)
-    hyper = dict(tau=0.8, s=1.5, sigma=0.6, prior_mean=0.5, prior_sd=3.0)
-    post = gb.group_bias_posterior(groups, 2, **hyper)
+    hyper = dict(tau=0.8, s=1.5, sigma=0.6)
+    post = gb.group_bias_posterior(groups, 2, **hyper, prior_mean=0.5, prior_sd=3.0)
+    priors = gb.GroupBiasPriors(prior_mean=0.5, prior_sd=3.0)
     rng = np.random.default_rng(seed)
     for i in range(n_sets):
         arms, X, y = _random_data(rng, groups, 2, 40, scale=0.6)
         with warnings.catch_warnings():  # one chain by design (its ESS is checked below): fit's verdict warns
             warnings.filterwarnings("ignore", "NUTS fit NOT converged", RuntimeWarning)
-            fit = fitting.fit_nuts(fitting.group_bias_data(arms, X, y, groups), **hyper, num_warmup=num_warmup,
-                                   num_samples=num_samples, num_chains=1, seed=seed + i, sufficient=i % 2 == 1)
+            fit = fitting.fit(fitting.group_bias_data(arms, X, y, groups), **hyper, priors=priors, num_warmup=num_warmup,
+                              num_samples=num_samples, num_chains=1, seed=seed + i, sufficient=i % 2 == 1,
+                              target_accept=0.8, parametrization={"beta": "noncentered", "psi": "centered"})
         assert fit.diverging.sum() == 0
         s = fit.samples
         draws = np.concatenate([np.asarray(s["beta_bar"]).reshape(1, -1, 2), np.asarray(s["beta"]).reshape(1, -1, 8),

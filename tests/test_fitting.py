@@ -14,7 +14,7 @@
   for the Bernoulli / binomial likelihoods equals NumPyro's own per-row log-likelihood;
 - the other NumPyro models of the package (hierarchical logit-normal, logistic) go through fit and
   arviz_base.from_numpyro(fit.mcmc);
-- bad input raises errors naming the field and the allowed range; fit_nuts still works (deprecated).
+- bad input raises errors naming the field and the allowed range.
 """
 
 import functools
@@ -326,17 +326,6 @@ def test_bad_inputs_name_the_field():
     with pytest.raises(TypeError, match="fit must be a bayesfair.inference.fitting.Fit"):
         from bayesfair.inference.fit_tree import fit_tree
         fit_tree({"samples": 1})
-
-
-def test_fit_nuts_is_a_deprecated_alias():
-    rng = np.random.default_rng(5)
-    arms, X, _, y = _data(rng, n_obs=60)
-    data = fitting.group_bias_data(arms, X, y, GROUPS)
-    with pytest.warns(DeprecationWarning, match="fit_nuts is deprecated"), \
-            pytest.warns(RuntimeWarning, match="NUTS fit NOT converged: max R-hat nan"):  # one chain: no R-hat
-        old = fitting.fit_nuts(data, tau=1.0, s=1.0, sigma=0.6, num_warmup=50, num_samples=30, num_chains=1)
-    assert isinstance(old, fitting.NutsFit) and old.samples["beta"].shape == (1, 30, 6, 2)
-    assert old.config["convergence"]["converged"] is False and np.isnan(old.config["convergence"]["max_rhat"])
 
 
 def test_one_set_of_default_priors():

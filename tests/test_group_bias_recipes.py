@@ -85,13 +85,14 @@ def test_noncentered_psi_nuts_matches_the_closed_form():
     from numpyro.diagnostics import effective_sample_size
 
     groups = (0, 0, 1, 1)
-    hyper = dict(tau=0.8, s=1.5, sigma=0.6, prior_mean=0.5, prior_sd=3.0)
-    post = gb.group_bias_posterior(groups, 2, **hyper)
+    hyper = dict(tau=0.8, s=1.5, sigma=0.6)
+    post = gb.group_bias_posterior(groups, 2, **hyper, prior_mean=0.5, prior_sd=3.0)
+    hyper["priors"] = gb.GroupBiasPriors(prior_mean=0.5, prior_sd=3.0)
     arms, X, y = _random_data(np.random.default_rng(21), groups, 2, 40)
     with warnings.catch_warnings():  # one chain by design (its ESS is checked below): fit's verdict warns
         warnings.filterwarnings("ignore", "NUTS fit NOT converged", RuntimeWarning)
-        fit = fitting.fit_nuts(fitting.group_bias_data(arms, X, y, groups), **hyper, num_warmup=200,
-                               num_samples=1000, num_chains=1, seed=21, noncentered_psi=True)
+        fit = fitting.fit(fitting.group_bias_data(arms, X, y, groups), **hyper, num_warmup=200, num_samples=1000,
+                          num_chains=1, seed=21, target_accept=0.8, sufficient=True, parametrization="noncentered")
     assert "psi_z" in fit.samples and fit.diverging.sum() == 0
     s = fit.samples
     draws = np.concatenate([s["beta_bar"].reshape(1, -1, 2), s["beta"].reshape(1, -1, 8),
@@ -116,7 +117,8 @@ def _fake_fit(chains=2, draws=30, n=6, m=3, d=2, reference=1, seed=0):
                "tau": rng.gamma(2.0, size=(chains, draws)), "sigma": rng.gamma(2.0, size=(chains, draws))}
     diverging = np.zeros((chains, draws), bool)
     diverging[0, 3] = True
-    return fitting.NutsFit(samples, diverging, 1.0, {"num_chains": chains})
+    return fitting.Fit(mcmc=None, samples=samples, sample_stats={"diverging": diverging}, convergence=None, seconds=1.0,
+                       config={"num_chains": chains}, data=None, model=None, model_args=(), model_kwargs={})
 
 
 def test_from_group_bias_fit_keeps_the_non_reference_groups():
@@ -139,7 +141,7 @@ def test_from_group_bias_fit_keeps_the_non_reference_groups():
         dg.summary(tree, ci_kind="hpd")
     with pytest.raises(ValueError, match="fit and data disagree"):
         dg.from_group_bias_fit(_fake_fit(n=4), data)
-    with pytest.raises(TypeError, match="fit must be a NutsFit"):
+    with pytest.raises(TypeError, match="fit must be a Fit"):
         dg.from_group_bias_fit(fit.samples, data)
     with pytest.raises(TypeError, match="data must be GroupBiasData"):
         dg.from_group_bias_fit(fit, (arms, X, y))

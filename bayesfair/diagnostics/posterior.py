@@ -26,7 +26,7 @@ from bayesfair.diagnostics.checks import (
 )
 from bayesfair.diagnostics.inputs import EXACT_CHAINS, as_chains, check_chains
 from bayesfair.diagnostics.tree import _SUMMARY_SHARES, ARM_VARS, GROUP_VARS, observed_exposure, posterior_tree
-from bayesfair.inference.fitting import Fit, GroupBiasData, NutsFit
+from bayesfair.inference.fitting import Fit, GroupBiasData
 from bayesfair.posteriors.base import PosteriorFamily, is_posterior
 from bayesfair.posteriors.mcmc import is_mcmc_state
 from bayesfair.simulation.simulator import simulate
@@ -253,8 +253,7 @@ def run_state(states: Mapping[str, Any], policy: str, run: int = 0) -> Any:
 def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None = None):
     """:func:`posterior_tree` of a NUTS fit of the hierarchical group-bias model.
 
-    ``fit`` is a :class:`~bayesfair.inference.fitting.Fit` (or the deprecated
-    :class:`~bayesfair.inference.fitting.NutsFit`) and ``data`` the
+    ``fit`` is a :class:`~bayesfair.inference.fitting.Fit` and ``data`` the
     :class:`~bayesfair.inference.fitting.GroupBiasData` it was fitted to (biased-feedback
     paper, Section 3.1, Eq. 2: y = x . (beta_i + psi_g(i)) + noise). The posterior group holds
     ``psi`` [group, feature] for the **non-reference** groups only (the reference group's psi is 0
@@ -266,10 +265,8 @@ def from_group_bias_fit(fit: Any, data: Any, *, attrs: Mapping[str, Any] | None 
     """
     import json
 
-    if isinstance(fit, Fit):  # the new entry point's result: its posterior draws, divergences, settings
-        fit = NutsFit(fit.samples, fit.diverging, fit.seconds, fit.config)
-    if not isinstance(fit, NutsFit):
-        raise TypeError(f"fit must be a NutsFit or a Fit (bayesfair.inference.fitting.fit), got {type(fit).__name__}")
+    if not isinstance(fit, Fit):
+        raise TypeError(f"fit must be a Fit (bayesfair.inference.fitting.fit), got {type(fit).__name__}")
     if not isinstance(data, GroupBiasData):
         raise TypeError(f"data must be GroupBiasData (group_bias_data), got {type(data).__name__}")
     n, m, d = int(data.group_of_arm.size), int(data.group_of_arm.max()) + 1, int(data.X.shape[1])

@@ -24,7 +24,6 @@ model of :func:`bayesfair.posteriors.hierarchical.hierarchical_model`, or the ``
   naming the failing variables and what to try; it never reports silently.
 
 ``fit.tree()`` is the ArviZ DataTree for model checking (:mod:`bayesfair.inference.fit_tree`).
-:func:`fit_nuts` is the old entry point, kept as a deprecated alias.
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ from bayesfair.posteriors.group_bias import (
     sufficient_stats,
 )
 
-__all__ = ["RHAT_MAX", "ESS_MIN", "Convergence", "Fit", "GroupBiasData", "NutsFit", "check_convergence",
-           "choose_parametrization", "fit", "fit_nuts", "group_bias_data"]
+__all__ = ["RHAT_MAX", "ESS_MIN", "Convergence", "Fit", "GroupBiasData", "check_convergence",
+           "choose_parametrization", "fit", "group_bias_data"]
 
 #: Convergence thresholds of :func:`check_convergence` (Vehtari et al. 2021's recommendations).
 RHAT_MAX = 1.01
@@ -714,58 +713,3 @@ def _group_bias_site_model(arms, X, y=None, stats=None, eig=None, **static):
     """:func:`group_bias_model` with the data as positional model arguments (so a cached, jitted
     ``MCMC`` takes new data without recompiling)."""
     group_bias_model(arms, X, y, stats=stats, eig=eig, **static)
-
-
-# --------------------------------------------------------------------------------------------
-# the old entry point
-
-
-class NutsFit(NamedTuple):
-    """Result of :func:`fit_nuts` (deprecated; :func:`fit` returns a :class:`Fit`): ``samples``
-    name -> ``[chains, draws, ...]`` numpy arrays, ``diverging [chains, draws]`` bool, ``seconds``
-    wall time, ``config`` the settings."""
-
-    samples: dict[str, np.ndarray]
-    diverging: np.ndarray
-    seconds: float
-    config: dict[str, Any]
-
-
-def fit_nuts(
-    data: GroupBiasData,
-    *,
-    tau: float | None = None,
-    s: float | None = None,
-    sigma: float | None = None,
-    tau_scale: float = DEFAULT_PRIORS.tau,
-    s_scale: float = DEFAULT_PRIORS.s,
-    sigma_scale: float = DEFAULT_PRIORS.sigma,
-    prior_mean: Any = DEFAULT_PRIORS.prior_mean,
-    prior_sd: float = DEFAULT_PRIORS.prior_sd,
-    num_warmup: int = 500,
-    num_samples: int = 500,
-    num_chains: int = 2,
-    seed: int = 0,
-    sufficient: bool = True,
-    target_accept: float = 0.8,
-    progress_bar: bool = False,
-    noncentered_psi: bool = False,
-) -> NutsFit:
-    """Deprecated: use :func:`fit`. The old settings (2 chains, beta non-centred, psi as given)
-    through :func:`fit`, returned as a :class:`NutsFit` whose ``config["convergence"]`` holds
-    :func:`fit`'s verdict; float64 now, convergence warnings as :func:`fit` (with one chain R-hat
-    cannot be computed: always a warning)."""
-    warnings.warn("fit_nuts is deprecated; use bayesfair.inference.fit (4 chains, float64, convergence verdict)",
-                  DeprecationWarning, stacklevel=2)
-    if not isinstance(data, GroupBiasData):
-        raise TypeError(f"data must be GroupBiasData (see group_bias_data), got {type(data).__name__}")
-    for name, v in (("tau_scale", tau_scale), ("s_scale", s_scale), ("sigma_scale", sigma_scale),
-                    ("prior_sd", prior_sd)):
-        positive_float(name, v)
-    priors = GroupBiasPriors(tau_scale, s_scale, sigma_scale, prior_mean, prior_sd)
-    res = fit(data, priors=priors, tau=tau, s=s, sigma=sigma, sufficient=sufficient, num_warmup=num_warmup,
-              num_samples=num_samples, num_chains=num_chains, seed=seed, target_accept=target_accept,
-              progress_bar=progress_bar, parametrization={"beta": "noncentered",
-                                                          "psi": "noncentered" if noncentered_psi else "centered"},
-              warn=True)
-    return NutsFit(res.samples, res.diverging, res.seconds, {**res.config, "convergence": res.convergence.as_dict()})

@@ -61,7 +61,7 @@ about psi, where the centred psi ~ N(0, s^2 I) makes the funnel that stalls NUTS
 Adult with 5 race groups). With ``sufficient=True`` the likelihood is written
 through each arm's sufficient statistics (N_i, X_i'X_i, X_i'y_i, y_i'y_i), which is the same
 density up to a constant and makes NUTS cost independent of the number of rows.
-:func:`bayesfair.inference.fitting.fit_nuts` runs it (host-side fits live in :mod:`bayesfair.inference.fitting`).
+:func:`bayesfair.inference.fitting.fit` runs it (host-side fits live in :mod:`bayesfair.inference.fitting`).
 """
 
 from __future__ import annotations
