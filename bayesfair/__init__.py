@@ -113,22 +113,17 @@ _SOURCES = {
     "save_policy": "bayesfair.workflow.persist",
     "load_policy": "bayesfair.workflow.persist",
     "online": "bayesfair.workflow.online",
-    # errors
+    # the error of a bad config
     "ConfigError": "bayesfair.core.declare",
-    "IncompatibleError": "bayesfair.core.compat",
-    "SimulationError": "bayesfair.simulation.simulator",
-    "StudyMemoryError": "bayesfair.simulation.simulator",
-    "ResultsFileError": "bayesfair.simulation.results",
     # building blocks
     "Policy": "bayesfair.policies",
     "Groups": "bayesfair.core.groups",
-    "UniformMeans": "bayesfair.environments",
-    **dict.fromkeys(["fairx_ts", "fairx_ucb", "fairx_eg", "thompson", "ucb1", "epsilon_greedy", "uniform", "bf_ucb",
-                     "bf_ts", "fairx_lints", "fairx_linucb", "group_fair_top_interval", "fair_greedy"],
+    **dict.fromkeys(["fairx_ts", "fairx_ucb", "fairx_eg", "thompson", "ucb1", "uniform", "bf_ucb",
+                     "bf_ts", "fairx_lints", "group_fair_top_interval", "fair_greedy"],
                     "bayesfair.policies"),
-    **dict.fromkeys(["beta_bernoulli", "normal_known_variance", "normal_inverse_gamma", "linear_known_variance"],
+    **dict.fromkeys(["beta_bernoulli", "normal_known_variance", "normal_inverse_gamma"],
                     "bayesfair.posteriors"),
-    **dict.fromkeys(["bernoulli_arms", "gaussian_arms", "linear_bandit", "yeast_bandit", "compas_bandit"],
+    **dict.fromkeys(["bernoulli_arms", "gaussian_arms", "linear_bandit"],
                     "bayesfair.environments"),
 }
 # the namespaces: the module itself
@@ -166,41 +161,31 @@ __all__ = [
     "save_policy",
     "load_policy",
     "online",
-    # errors
+    # the error of a bad config
     "ConfigError",
-    "IncompatibleError",
-    "SimulationError",
-    "StudyMemoryError",
-    "ResultsFileError",
     # building blocks
     "Policy",
     "Groups",
-    "UniformMeans",
     # policies
     "fairx_ts",
     "fairx_ucb",
     "fairx_eg",
     "thompson",
     "ucb1",
-    "epsilon_greedy",
     "uniform",
     "bf_ucb",
     "bf_ts",
     "fairx_lints",
-    "fairx_linucb",
     "group_fair_top_interval",
     "fair_greedy",
     # posteriors
     "beta_bernoulli",
     "normal_known_variance",
     "normal_inverse_gamma",
-    "linear_known_variance",
     # environments
     "bernoulli_arms",
     "gaussian_arms",
     "linear_bandit",
-    "yeast_bandit",
-    "compas_bandit",
     # namespaces
     "merit",
     "policies",

@@ -411,7 +411,7 @@ def concentration_runs():
     mean ~ U[0.1, 0.9] drawn afresh per run, so the best group differs between runs and the gaps
     range from tiny to large. T = 4000, recorded at T/2 and T."""
     labels = np.repeat(np.arange(len(CONC_SIZES)), CONC_SIZES)
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=labels.size), groups=labels)
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=labels.size), groups=labels)
     pols = {"BF-UCB": bl.bf_ucb(CONC_BETA, M), "BF-TS": bl.bf_ts(CONC_BETA, M, bf.beta_bernoulli()),
             "MF": bl.mf(M)}
     return bf.simulate(17, env, pols, T, R, merit=M, checkpoints=[T // 2, T]), labels
@@ -462,7 +462,7 @@ def meritocratic_runs():
     """R_MERIT = 128 random instances, two groups (2 + 4 arms), floors (0.3, 0.3), means ~ U[0.1, 0.9]
     afresh per run; the simulator's group_fairness_regret at T/4 and T, T = 4000."""
     labels = np.repeat([0, 1], [2, 4])
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=labels.size), groups=labels)
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=labels.size), groups=labels)
     beta = np.array([0.3, 0.3])
     pols = {"BF-UCB": bl.bf_ucb(beta, M), "BF-TS": bl.bf_ts(beta, M, bf.beta_bernoulli()),
             "GEF": bl.gef(beta), "Uniform": bf.uniform()}

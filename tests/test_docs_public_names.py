@@ -75,3 +75,45 @@ def test_docs_and_notebooks_use_public_names_only():
     found = {f.relative_to(ROOT).as_posix(): names for f in _files()
              if (names := private_names(f.read_text(encoding="utf-8")))}
     assert not found, f"private bayesfair names in the docs (use a public one, or make it public): {found}"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``bayesfair.a.b`` names something: attributes from the package down, importing a
+    submodule where an attribute is missing (``bayesfair.simulation.simulator``)."""
+    import importlib
+
+    parts = dotted.split(".")
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=1):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+        except ImportError:
+            return False
+    return True
+
+
+def missing_names(text: str) -> list[str]:
+    """The names rooted at ``bf`` / ``bayesfair`` that ``text`` uses and the package does not have
+    (a call's or an attribute's chain stops at the first ``(``, so ``bf.simulate(...).regret`` is
+    ``bf.simulate``). Only ``import bayesfair as bf`` is followed as an alias."""
+    found = []
+    text = text.replace("\\_", "_")  # reStructuredText escapes underscores
+    for m in re.finditer(r"(?<![\w.])(bf|bayesfair)((?:\.\w+)+)", text):
+        dotted = "bayesfair" + m.group(2)
+        if not _resolves(dotted):
+            found.append(m.group(0))
+    return list(dict.fromkeys(found))
+
+
+def test_the_name_check_finds_a_missing_name():
+    assert missing_names("bf.simulate(key)\nbf.policies.fairx_ts\nbayesfair.simulation.simulator.SimulationError") == []
+    assert missing_names("bf.no_such_name\nbf.policies.nope\n") == ["bf.no_such_name", "bf.policies.nope"]
+
+
+def test_every_bayesfair_name_in_the_docs_exists():
+    found = {f.relative_to(ROOT).as_posix(): names for f in _files()
+             if (names := missing_names(f.read_text(encoding="utf-8")))}
+    assert not found, f"names the docs use that bayesfair does not have: {found}"

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import bayesfair as bf  # before jax use: device setup
+from bayesfair.core.compat import IncompatibleError
 from bayesfair.core.types import Observation
 from bayesfair.environments import group_meritocratic as gm
 from bayesfair.policies import abbasi_yadkori_beta
@@ -359,7 +360,7 @@ def test_bad_inputs_raise_clear_errors():
     # a study longer than the history buffer is refused before its first round (beyond the buffer,
     # lines 5-6 would read rows never written: fair regret near uniform play's, without an error)
     for make, name in ((gp.fair_greedy, "Fair-Greedy"), (gp.fair_greedy_multigroup, "Fair-Greedy \\(multi-group\\)")):
-        with pytest.raises(bf.IncompatibleError,
+        with pytest.raises(IncompatibleError,
                            match=rf"policy 'FG' \({name}\) was built for at most 50 rounds .*history buffer.*"
                                  r"the study plays 51: build it with horizon = 51"):
             bf.simulate(0, gm.gmf_synthetic(), {"FG": make(50)}, horizon=51, runs=1)

@@ -20,7 +20,7 @@ LIN = bf.merit.identity(0.05)
 
 def test_single_group_meritocratic_regret_is_the_fairness_regret():
     """With one group, pi*_g = pi* and pi^t_g = pi_t, so the two sums agree round by round."""
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=4))
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=4))
     ds = bf.simulate(3, env, {"FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), M), "TS": bf.thompson(bf.beta_bernoulli())},
                      500, 4, merit=M, checkpoints=[50, 500])
     np.testing.assert_allclose(ds["group_fairness_regret"].isel(group=0).values, ds["fairness_regret"].values,
@@ -92,7 +92,7 @@ def _exact_slack(pulls_group: np.ndarray, beta: np.ndarray, t: np.ndarray) -> np
 @pytest.fixture(scope="module")
 def bilevel_runs():
     groups = [0] * 3 + [1] * 5
-    env = bf.bernoulli_arms(bf.UniformMeans([0.5] * 3 + [0.6] * 5, [0.8] * 3 + [0.95] * 5), groups=groups)
+    env = bf.bernoulli_arms(bf.environments.UniformMeans([0.5] * 3 + [0.6] * 5, [0.8] * 3 + [0.95] * 5), groups=groups)
     beta = np.array([0.3, 0.3])
     pols = {"BF-UCB": bf.bf_ucb(beta, LIN), "BF-TS": bf.bf_ts(beta, LIN, bf.beta_bernoulli()),
             "UCB": bf.ucb1()}

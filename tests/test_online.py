@@ -15,6 +15,7 @@ import pytest
 from _checks import tracking_block
 
 import bayesfair as bf
+from bayesfair.core.compat import IncompatibleError
 from bayesfair.core.types import Observation
 from bayesfair.workflow import online as online_mod
 from bayesfair.workflow.online import Decision, Decisions, OnlineAgent
@@ -31,7 +32,7 @@ def _policies():
 
 
 POLICIES = _policies()  # built once: agents of the same policy object share compiled programs
-LINEAR = bf.fairx_lints(bf.linear_known_variance(), bf.merit.exponential(2.0))
+LINEAR = bf.fairx_lints(bf.posteriors.linear_known_variance(), bf.merit.exponential(2.0))
 D = 3
 
 
@@ -270,7 +271,7 @@ def test_bounded_and_real_rewards_are_checked_as_declared():
     ucb.update(0, 0.25)
     with pytest.raises(ValueError, match=r"inside \[0, 1\]"):
         ucb.update(0, 1.5)
-    with pytest.raises(bf.IncompatibleError, match="binary"):
+    with pytest.raises(IncompatibleError, match="binary"):
         bf.online(POLICIES["ts"], n_arms=K, rewards="real")
     lin = bf.online(LINEAR, n_arms=K, n_features=D)
     lin.select(np.zeros((K, D)))

@@ -167,7 +167,7 @@ def bilevel_high():
     labels = np.repeat([0, 1], BL_SIZES)
     low = np.repeat([0.7, 0.5], BL_SIZES)
     high = np.repeat([1.0, 0.8], BL_SIZES)
-    env = bf.bernoulli_arms(bf.UniformMeans(low, high), groups=labels)
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(low, high), groups=labels)
     merit = bf.merit.identity()
     pols = {"BF-UCB": bl.bf_ucb(BL_BETA, merit), "BF-TS": bl.bf_ts(BL_BETA, merit, bf.beta_bernoulli()),
             "MF": bl.mf(merit), "GEF": bl.gef(BL_BETA), "BF-UCB (0.4, 0.5)": bl.bf_ucb([0.4, 0.5], merit)}

@@ -130,10 +130,10 @@ def test_a_merit_outside_its_domain_on_a_contextual_environment_is_an_error_nami
     sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, label="sqrt")  # domain [0, 1]
     with pytest.raises(SimulationError, match=r"metric 'fairness_regret' of policy 'L' \(LinTS\) became non-finite "
                                               r"\(NaN or inf\) in run \d+ between rounds 1 and 64 .*merit's domain"):
-        bf.simulate(0, env, {"L": bf.policies.lints(bf.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
+        bf.simulate(0, env, {"L": bf.policies.lints(bf.posteriors.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
                     chunk_size=64)
     # the same study with a merit defined on all reals runs
-    ds = bf.simulate(0, env, {"L": bf.policies.lints(bf.linear_known_variance())}, horizon=200, runs=2,
+    ds = bf.simulate(0, env, {"L": bf.policies.lints(bf.posteriors.linear_known_variance())}, horizon=200, runs=2,
                      merit=bf.merit.exponential(2.0), chunk_size=64)
     assert np.isfinite(ds["fairness_regret"].values).all()
 
@@ -731,7 +731,7 @@ def test_the_merit_check_draws_the_runs_means_block_by_block(monkeypatch):
     from bayesfair.environments.base import run_means
     from bayesfair.simulation.metric_parts import FairXRegrets
 
-    env = bf.gaussian_arms(bf.UniformMeans(0.0, 1.2, n_arms=7))
+    env = bf.gaussian_arms(bf.environments.UniformMeans(0.0, 1.2, n_arms=7))
     merit = bf.merit.exponential(4.0)  # domain [0, 1]: some means are outside
     with pytest.raises(IncompatibleError) as whole:
         check_merit_domain(merit, run_means(env, 5, 50), env.label)
@@ -744,7 +744,7 @@ def test_the_merit_check_draws_the_runs_means_block_by_block(monkeypatch):
     assert str(blocked.value) == str(whole.value)
     monkeypatch.undo()
     # 100,000 runs x 1,000 arms under 1 GiB of address space to spare: drawn at once, XLA needed 1.2 GB
-    big = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=1000))
+    big = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=1000))
     FairXRegrets(merit).check(big, 0, 1000)  # compiled before the cap
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     size = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")

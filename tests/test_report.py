@@ -265,3 +265,20 @@ def test_legends_never_cover_data_on_random_axes():
     with pytest.raises(ValueError, match="where"):
         plotting.place_legend(ax, "inside")
     plt.close(fig)
+
+
+def test_the_policies_table_gives_each_policys_parameters_from_a_config_and_from_python(plain, tmp_path):
+    """A study from a config lists its table's parameters; a study built in Python lists the
+    results' record of each policy (its declared params), whatever keys those params have."""
+    rows = {r[0]: r[1:] for r in _md_tables(report.write_report(plain, tmp_path, "cfg", [])[0].read_text())
+            ["Policies"][1:]}
+    assert rows["EG"][0] == "fairx_eg" and json.loads(rows["EG"][1])["epsilon"] == 0.2 and rows["UCB"][0] == "ucb1"
+    import bayesfair as bf
+
+    env = bf.bernoulli_arms([0.2, 0.6])
+    ds = bf.simulate(1, env, {"TS": bf.thompson(bf.beta_bernoulli())}, horizon=10, runs=2)
+    rows = {r[0]: r[1:] for r in _md_tables(report.write_report(ds, tmp_path, "py", [])[0].read_text())
+            ["Policies"][1:]}
+    params = bf.thompson(bf.beta_bernoulli()).params
+    assert rows["TS"][0] == "thompson" and json.loads(rows["TS"][1]) == json.loads(json.dumps(params))
+    assert set(json.loads(rows["TS"][1])) == {"posterior"}

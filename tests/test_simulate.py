@@ -106,7 +106,7 @@ def test_run_means_are_the_simulated_means_and_reuse_their_compiled_function(sma
 
     sim_mod = importlib.import_module("bayesfair.simulation.simulator")
     envbase = importlib.import_module("bayesfair.environments.base")
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=4), groups=[0, 0, 1, 1])
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=4), groups=[0, 0, 1, 1])
     first = sim_mod.run_means(env, 11, 5)
     np.testing.assert_array_equal(sim_mod.run_means(env, 11, 5), first)
     # the cached function (a miss fails here instead of storing anything) was traced once for both calls
@@ -136,7 +136,7 @@ def test_common_random_numbers_uniform_policies_pull_identically(small_env, exp4
 
 
 def test_means_drawn_per_run(exp4):
-    env = bf.bernoulli_arms(bf.UniformMeans([0.1, 0.5, 0.7], [0.2, 0.6, 0.9]))
+    env = bf.bernoulli_arms(bf.environments.UniformMeans([0.1, 0.5, 0.7], [0.2, 0.6, 0.9]))
     ds = bf.simulate(0, env, {"u": bf.uniform()}, 10, 6, merit=exp4)
     mu = ds["mean"].values
     assert mu.shape == (6, 3)
@@ -184,8 +184,8 @@ def test_summary_tables(small_env, exp4):
 
 @pytest.mark.parametrize("make", [
     lambda: bf.bernoulli_arms([0.0, 0.3, 0.5, 0.999, 1.0]),
-    lambda: bf.bernoulli_arms(bf.UniformMeans([0.1] * 6, [0.9] * 6)),
-    lambda: bf.gaussian_arms(bf.UniformMeans([-1.0] * 4, [1.0] * 4), sigma=0.7),
+    lambda: bf.bernoulli_arms(bf.environments.UniformMeans([0.1] * 6, [0.9] * 6)),
+    lambda: bf.gaussian_arms(bf.environments.UniformMeans([-1.0] * 4, [1.0] * 4), sigma=0.7),
 ])
 def test_pull_is_bit_identical_to_the_counterfactual_reward_of_the_pulled_arm(make):
     # The simulator draws only the pulled arm's reward with env.pull; step() reports every arm's.

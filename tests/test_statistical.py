@@ -30,7 +30,7 @@ def _lower(x: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def fairx_runs():
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=5))
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=5))
     pols = {
         "FairX-TS": bf.fairx_ts(bf.beta_bernoulli(), M),
         "FairX-TS-NIG": bf.fairx_ts(bf.normal_inverse_gamma(0.5, 1.0, 1.0, 0.25), M),
@@ -100,7 +100,7 @@ def test_fairx_shares_exposure_between_two_close_arms(close_arms_runs, name):
 @pytest.mark.parametrize("name", ["FairX-TS", "FairX-UCB"])
 def test_fairness_regret_sublinear_long_horizon(name):
     """Slow version over 2 decades: FR(100 T0) / FR(T0) well below 100 (sqrt: ~10)."""
-    env = bf.bernoulli_arms(bf.UniformMeans(0.1, 0.9, n_arms=10))
+    env = bf.bernoulli_arms(bf.environments.UniformMeans(0.1, 0.9, n_arms=10))
     horizon = 200_000
     pol = bf.fairx_ts(bf.beta_bernoulli(), M) if name == "FairX-TS" else bf.fairx_ucb(M, horizon=horizon)
     ds = bf.simulate(99, env, {name: pol}, horizon, R, merit=M, checkpoints=[horizon // 100, horizon])

@@ -58,9 +58,9 @@ def test_bernoulli_means_validated(means, match):
 
 def test_uniform_means_validated():
     with pytest.raises(ValueError, match="means.low must be <= means.high"):
-        bf.bernoulli_arms(bf.UniformMeans([0.5, 0.9], [0.4, 1.0]))
+        bf.bernoulli_arms(bf.environments.UniformMeans([0.5, 0.9], [0.4, 1.0]))
     with pytest.raises(ValueError, match="one value per arm"):
-        bf.bernoulli_arms(bf.UniformMeans([0.1, 0.2, 0.3], [0.5, 0.6]))
+        bf.bernoulli_arms(bf.environments.UniformMeans([0.1, 0.2, 0.3], [0.5, 0.6]))
 
 
 def test_groups_validated():
@@ -120,7 +120,7 @@ def test_policy_and_posterior_constructors_validate(exp4):
 # not only floats and ints: numeric strings and 0-d NumPy/JAX arrays out of range are refused with
 # the parameter named, as the constructors' own checks did before they were folded in.
 @pytest.mark.parametrize("build, field, bad", [
-    (lambda v: bf.epsilon_greedy(epsilon=v), "epsilon", 2.0),
+    (lambda v: bf.policies.epsilon_greedy(epsilon=v), "epsilon", 2.0),
     (lambda v: bf.fairx_eg(merit.exponential(2.0), epsilon=v), "epsilon", -0.5),
     (lambda v: bf.fairx_ucb(merit.exponential(2.0), delta=v), "delta", 1.5),
     (lambda v: bf.beta_bernoulli(a0=v), "a0", -1.0),

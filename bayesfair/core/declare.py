@@ -498,6 +498,7 @@ def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (),
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         key = name or fn.__name__
         sig = inspect.signature(fn)
+        none_default = {p.name for p in sig.parameters.values() if p.default is None}
 
         @functools.wraps(fn)
         def constructor(*args: Any, **kwargs: Any) -> Any:
@@ -514,8 +515,7 @@ def declare(kind: str, name: str | None = None, *, hidden: tuple[str, ...] = (),
                 out = out._replace(name=key)
             elif kind in ("policy", "merit"):  # the records that carry their key and arguments
                 bound.apply_defaults()
-                defaults = {p.name: p.default for p in sig.parameters.values()}
-                args = {k: v for k, v in bound.arguments.items() if not (v is None and defaults.get(k) is None)}
+                args = {k: v for k, v in bound.arguments.items() if not (v is None and k in none_default)}
                 named = {"name": key, "params": _recipe(args, hidden)}
                 out = out._replace(**named) if kind == "policy" else replace(out, **named)
             return out

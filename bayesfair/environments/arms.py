@@ -162,7 +162,7 @@ def bernoulli_arms(means: Any, groups: Any = None) -> Environment:
     >>> env = bf.bernoulli_arms([0.2, 0.5, 0.8], groups=[0, 0, 1])
     >>> env.spec.n_arms, env.spec.n_groups, env.spec.rewards
     (3, 2, 'binary')
-    >>> env = bf.bernoulli_arms(bf.UniformMeans(0.0, 1.0, 5))   # means drawn afresh in every run
+    >>> env = bf.bernoulli_arms(bf.environments.UniformMeans(0.0, 1.0, 5))   # means drawn afresh in every run
     """
     low, high = _means(means)
     if np.any(low < 0) or np.any(high > 1):

@@ -339,12 +339,12 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
 
 
-def _policy_params(entry: dict) -> dict:
-    """A policy's parameters from the study's config table (``{"name": ..., **params}``) or, for a
+def _policy_params(entry: dict, *, from_study: bool) -> dict:
+    """A policy's parameters: from the study's config table (``{"name": ..., **params}``) or, for a
     study built in Python, from the results' record of the policy (``{"name", "label", "params"}``)."""
-    if set(entry) == {"name", "label", "params"}:
-        return entry["params"]
-    return {k: x for k, x in entry.items() if k != "name"}
+    if from_study:
+        return {k: x for k, x in entry.items() if k != "name"}
+    return entry.get("params", {})
 
 
 def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple[Path, Path]:
@@ -379,10 +379,12 @@ def write_report(ds: Any, folder: Path, stem: str, figures: list[Path]) -> tuple
     if prior_rows:
         tables.append(("Prior check: is each Bayesian policy's prior the distribution the instances are drawn from?",
                        ["policy", "verdict", "detail"], [list(r) for r in prior_rows]))
-    policies = study.get("policies", cfg.get("policies", {}))
+    from_study = "policies" in study and study is not cfg
+    policies = study["policies"] if from_study else cfg.get("policies", {})
     tables.append(("Policies (of the first sweep point)" if keys else "Policies",
                    ["policy", "constructor", "parameters"],
-                   [[name, v.get("name") or "", json.dumps(_policy_params(v))] for name, v in policies.items()]))
+                   [[name, v.get("name") or "", json.dumps(_policy_params(v, from_study=from_study))]
+                    for name, v in policies.items()]))
 
     md = [f"# {title}", ""]
     md += [f"- **{k}**: {v}" for k, v in meta]
