@@ -273,6 +273,7 @@ def test_sbc_replications_are_not_mixed(tmp_path, capsys):
     ("compas_group_bias", ["--power-effects", "0,x"], "--power-effects must be comma-separated numbers"),
     ("compas_group_bias", ["--power-effects", "0,0"], "--power-effects must be distinct finite numbers"),
     ("compas_group_bias", ["--power", "--model", "paper"], "--power needs --model glm"),
+    ("compas_group_bias", ["--dense-mass"], "--glm-form auto chooses the mass matrix"),
     ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
     ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
     ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),

@@ -127,3 +127,53 @@ def test_compressed_design_has_the_same_log_density_and_per_row_likelihood(likel
     if likelihood == "bernoulli":
         eta = linear_predictor({k: np.asarray(v) for k, v in draws.items()}, des)
         np.testing.assert_allclose(ll, stats.bernoulli.logpmf(y, 1 / (1 + np.exp(-eta))), rtol=1e-8)
+
+
+def _shift_design(n, seed):
+    """Bernoulli rows, 2 groups x 4 buckets, 2 binary features (so rows repeat and compress), with a
+    real level shift, group-by-bucket deviations and slope differences."""
+    rng = np.random.default_rng(seed)
+    g, b = rng.integers(0, 2, n), rng.integers(0, 4, n)
+    X = rng.integers(0, 2, size=(n, 2)).astype(float)
+    eta = (-0.3 + np.array([-1.0, -0.3, 0.4, 1.0])[b] + X @ np.array([0.5, -0.3])
+           + g * (0.4 + np.array([-0.6, 0.1, 0.5, -0.2])[b] + X @ np.array([0.8, -0.5])))
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-eta))).astype(float)
+    return GlmDesign(g.astype(np.int32), b.astype(np.int32), X, y, 2, 4, 0, "bernoulli", group_names=("r", "s"))
+
+
+def test_choose_form_centres_effects_that_many_rows_pin_down():
+    """On 20,000 rows the non-centred z-scores are tied to their scales: the centred pilot (dense
+    mass) takes several times fewer leapfrog steps per draw, without a divergence, and is kept;
+    on 40 rows it is the non-centred form that samples without divergences in fewer steps."""
+    from bayesfair.inference.glm_fit import CENTRED_EFFECTS, choose_form, compress_design
+
+    cells, counts = compress_design(_shift_design(20_000, 0))
+    both = choose_form(cells, weights=counts, accept_steps=0)  # both pilots, to compare them
+    steps = {p["form"]: p for p in both["pilots"]}
+    assert both["form"] == "centered" and both["centered"] == list(CENTRED_EFFECTS) and both["dense_mass"]
+    assert steps["centered"]["divergences"] == 0 and 3 * steps["centered"]["mean_steps"] < steps["noncentered"][
+        "mean_steps"]
+    quick = choose_form(cells, weights=counts)
+    assert quick["form"] == "centered" and len(quick["pilots"]) == 1 and "without a divergence" in quick["rule"]
+    small = choose_form(_shift_design(40, 1))
+    assert small["form"] == "noncentered" and not small["dense_mass"] and len(small["pilots"]) == 2
+    kept = small["pilots"][0]
+    assert kept["form"] == "noncentered" and kept["divergences"] == 0
+    assert all(kept["mean_steps"] <= p["mean_steps"] for p in small["pilots"] if p["divergences"] == 0)
+
+
+def test_fit_glm_records_the_form_and_refuses_contradictions():
+    des = _shift_design(60, 2)
+    f = fit_glm(des, centered="auto", num_warmup=100, num_samples=50, num_chains=2, seed=3, warn=False)
+    form = f.config["form"]
+    assert form["form"] in ("centered", "noncentered") and f.config["dense_mass"] == form["dense_mass"]
+    assert form["pilots"] and form["rule"]
+    given = fit_glm(des, centered=("lambda",), num_warmup=20, num_samples=10, num_chains=1, seed=3, warn=False)
+    assert given.config["form"] == {"form": "partly centered", "centered": ["lambda"], "dense_mass": False,
+                                    "rule": "given"}
+    with pytest.raises(ValueError, match="centered must be 'auto' or a tuple"):
+        fit_glm(des, centered="all")
+    with pytest.raises(ValueError, match="centered names effects of"):
+        fit_glm(des, centered=("beta",))
+    with pytest.raises(TypeError, match="do not pass dense_mass"):
+        fit_glm(des, centered="auto", dense_mass=True)

@@ -6,7 +6,8 @@ Three steps, each a function so a benchmark or a power study can call them one b
   column, outcome) from a :class:`~bayesfair.environments.biased.BiasedTable`;
 - :func:`build_glm` returns the NumPyro model and its arguments for a design;
 - :func:`fit_glm` fits it by NUTS through :func:`bayesfair.inference.fitting.fit` (4 chains,
-  float64, the convergence verdict), and :func:`glm_tree` gives the ArviZ DataTree with the
+  float64, the convergence verdict), in the form :func:`choose_form` measures to be cheaper when
+  asked (``centered="auto"``), and :func:`glm_tree` gives the ArviZ DataTree with the
   pointwise log-likelihood, posterior predictive draws and observed data for the model checks.
 
 :func:`bias_estimand` is the bias as a named quantity on the outcome's scale: for each
@@ -34,8 +35,8 @@ from bayesfair.posteriors.group_glm import (
     group_glm_model,
 )
 
-__all__ = ["SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "compress_design", "fit_glm", "glm_design",
-           "glm_sbc_problem", "glm_tree", "linear_predictor"]
+__all__ = ["CENTRED_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "choose_form", "compress_design",
+           "fit_glm", "glm_design", "glm_sbc_problem", "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -109,22 +110,103 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
     return model, args if weights is None else (*args, np.asarray(weights, np.float64))
 
 
+#: The random effects of :func:`~bayesfair.posteriors.group_glm.group_glm_model` that the centred
+#: form samples as they are (the non-centred form samples their z-scores).
+CENTRED_EFFECTS = ("gamma", "u", "lambda")
+
+
+def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
+                weights: Any = None, seed: int = 0, target_accept: float = 0.9, pilot_warmup: int = 150,
+                pilot_draws: int = 50, accept_steps: float = 48.0) -> dict[str, Any]:
+    """The form of the GLM's random effects NUTS samples best on ``design``, by measurement.
+
+    Two forms of the same posterior: **centred** (:data:`CENTRED_EFFECTS` sampled as they are,
+    with a dense mass matrix) and **non-centred** (their z-scores, diagonal mass). Which one
+    samples well depends on how much the data say about the effects: many rows pin them down,
+    and then the non-centred z-scores and their scale are tightly coupled (on all 18,310 COMPAS
+    rows ~470 leapfrog steps per draw at a step size of 0.012, against ~33 steps at 0.23 centred
+    with dense mass); few rows leave the centred effects in a funnel with their scale.
+
+    The rule: a pilot of one chain (``pilot_warmup`` + ``pilot_draws``) of the centred form; it is
+    kept if its draws took at most ``accept_steps`` leapfrog steps on average and none diverged
+    (the non-centred pilot is the expensive one exactly when the centred form is cheap, and
+    skipping it then costs at most ``accept_steps`` steps per draw). Otherwise the non-centred
+    form gets the same pilot and the form with fewer steps per draw among those without
+    divergences is kept (with divergences in both, the fewer steps). Returns ``{"form": "centered" or
+    "noncentered", "centered": the effects to centre, "dense_mass": bool, "pilots": [per pilot:
+    form, mean_steps, divergences, step_size, seconds], "rule": the reason in words}``.
+    """
+    pilots = []
+    for form in ("centered", "noncentered"):
+        centred = form == "centered"
+        model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights,
+                                centered=CENTRED_EFFECTS if centred else ())
+        f = fit(model, *args, num_warmup=pilot_warmup, num_samples=pilot_draws, num_chains=1, seed=seed,
+                target_accept=target_accept, dense_mass=centred, warn=False)
+        st = f.sample_stats
+        pilots.append({"form": form, "mean_steps": float(np.mean(st["n_steps"])),
+                       "divergences": int(np.sum(st["diverging"])), "step_size": float(st["step_size"][0, -1]),
+                       "seconds": float(f.seconds)})
+        if centred and pilots[0]["divergences"] == 0 and pilots[0]["mean_steps"] <= accept_steps:
+            rule = (f"the centred pilot took {pilots[0]['mean_steps']:.0f} <= {accept_steps:g} leapfrog steps per draw "
+                    "without a divergence")
+            break
+    else:
+        ok = [p for p in pilots if p["divergences"] == 0] or pilots
+        best = min(ok, key=lambda p: p["mean_steps"])
+        rule = "; ".join(f"{p['form']} pilot {p['mean_steps']:.0f} steps per draw, {p['divergences']} divergences"
+                         for p in pilots) + f": {best['form']} kept"
+        pilots.sort(key=lambda p: p is not best)
+    chosen = pilots[0]["form"]
+    return {"form": chosen, "centered": list(CENTRED_EFFECTS if chosen == "centered" else ()),
+            "dense_mass": chosen == "centered", "pilots": pilots, "rule": rule}
+
+
 def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-            compress: bool = True, centered: tuple[str, ...] = (), **nuts: Any) -> Fit:
+            compress: bool = True, centered: Any = (), **nuts: Any) -> Fit:
     """Fit :func:`build_glm`'s model by NUTS (``nuts``: :func:`~bayesfair.inference.fitting.fit`'s
-    settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``).
+    settings, e.g. ``num_warmup``, ``num_samples``, ``num_chains``, ``seed``, ``target_accept``,
+    ``dense_mass``).
 
     ``compress`` (default): fit on :func:`compress_design`'s distinct rows with their counts when
     that has fewer rows (the same posterior, fewer rows per gradient); the fit's ``model_args`` are
     then the cells', and :func:`glm_tree` evaluates the pointwise log-likelihood per row of
-    ``design``."""
+    ``design``.
+
+    ``centered``: the random effects sampled as they are (a tuple of names in
+    :data:`CENTRED_EFFECTS`; default none: all non-centred), or ``"auto"``: :func:`choose_form`
+    picks the centred form with a dense mass matrix or the non-centred one by two short pilots
+    (then ``dense_mass`` is not yours to give). The fit's ``config["form"]`` records the choice,
+    the pilots and the rule.
+    """
     weights = None
     if compress:
         cells, counts = compress_design(design)
         if cells.y.size < design.y.size:
             design, weights = cells, counts
+    form: dict[str, Any]
+    if isinstance(centered, str):
+        if centered != "auto":
+            raise ValueError(f"centered must be 'auto' or a tuple of effect names in {CENTRED_EFFECTS}, got "
+                             f"{centered!r}")
+        if "dense_mass" in nuts:
+            raise TypeError("fit_glm(centered='auto') chooses dense_mass with the form; do not pass dense_mass")
+        form = choose_form(design, group_bias=group_bias, priors=priors, weights=weights,
+                           seed=int(nuts.get("seed", 0)), target_accept=float(nuts.get("target_accept", 0.9)))
+        centered = tuple(form["centered"])
+        nuts = {**nuts, "dense_mass": form["dense_mass"]}
+    else:
+        centered = tuple(centered)
+        unknown = sorted(set(centered) - set(CENTRED_EFFECTS))
+        if unknown:
+            raise ValueError(f"centered names effects of {CENTRED_EFFECTS}, got {unknown}")
+        form = {"form": "noncentered" if not centered else "centered" if set(centered) == set(CENTRED_EFFECTS)
+                else "partly centered", "centered": list(centered), "dense_mass": nuts.get("dense_mass", False),
+                "rule": "given"}
     model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
-    return fit(model, *args, **nuts)
+    res = fit(model, *args, **nuts)
+    res.config["form"] = form
+    return res
 
 
 def linear_predictor(samples: dict[str, np.ndarray], design: GlmDesign, *, as_reference: bool = False,

@@ -33,7 +33,16 @@ import jax
 import numpy as np
 
 from bayesfair.diagnostics import calibration_check, check_lines, compare_bias, ppc_verdict
-from bayesfair.inference.glm_fit import bias_estimand, build_glm, fit_glm, glm_design, glm_tree, linear_predictor
+from bayesfair.inference.glm_fit import (
+    CENTRED_EFFECTS,
+    bias_estimand,
+    build_glm,
+    compress_design,
+    fit_glm,
+    glm_design,
+    glm_tree,
+    linear_predictor,
+)
 from bayesfair.plotting import save_figure
 from bayesfair.posteriors.group_glm import expected_outcome
 from bayesfair.simulation.results import write_results, write_text
@@ -104,6 +113,11 @@ def _one(args: argparse.Namespace, table: Any, likelihood: str, y: Any, keep: An
          compare: bool) -> dict[str, Any]:
     design = glm_design(table, likelihood=likelihood, y=y, keep=keep, rows=args.rows, seed=args.seed, n_trials=9,
                         n_levels=10 if likelihood == "ordered_logistic" else None)
+    cells = compress_design(design)[0].y.size
+    print(f"fitting the {likelihood} GLM on {design.y.size:,} rows ({cells:,} distinct), NUTS {args.chains} x "
+          f"({args.warmup} + {args.samples}), random effects {args.glm_form}"
+          f"{'' if compare else ', without the comparison fit'}{'' if args.progress else ' (--progress for bars)'}",
+          flush=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         f1 = fit_glm(design, **nuts)
@@ -126,7 +140,10 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     others of ``likelihoods``), write the module docstring's outputs and print the verdicts."""
     out = args.out
     nuts = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, seed=args.seed,
-                target_accept=args.target_accept, dense_mass=args.dense_mass)
+                target_accept=args.target_accept, progress_bar=args.progress,
+                **({"centered": "auto"} if args.glm_form == "auto" else
+                   {"centered": CENTRED_EFFECTS, "dense_mass": True} if args.glm_form == "centered" else
+                   {"dense_mass": args.dense_mass}))
     main = _one(args, table, args.likelihood, y, keep, nuts, not args.no_compare)
     for w in main["warnings"]:
         print(f"warning: {w}")
@@ -194,6 +211,8 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     print(f"{title}: {design.y.size:,} rows, {design.n_groups} groups x {design.n_buckets} buckets, "
           f"d={design.X.shape[1]}; model glm, likelihood {args.likelihood} ({note}); NUTS {args.chains} x "
           f"({args.warmup} + {args.samples}) in {f1.seconds:.1f} s")
+    form = f1.config["form"]
+    print(f"random effects: {form['form']}, dense mass {bool(form['dense_mass'])} ({form['rule']})")
     print(f"convergence (with bias): {f1.convergence.message}")
     if main["fit0"] is not None:
         print(f"convergence (without bias): {main['fit0'].convergence.message}")

@@ -125,6 +125,12 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--centered-psi", action="store_true",
                    help="(old flag) psi centred, beta by the rule")
     p.add_argument("--dense-mass", action="store_true", help="dense NUTS mass matrix")
+    p.add_argument("--glm-form", choices=("auto", "centered", "noncentered"), default="auto",
+                   help="--model glm: how NUTS samples the random effects (%(default)s: two short pilots pick the "
+                        "centered form with a dense mass matrix or the non-centered one, "
+                        "bayesfair.inference.glm_fit.choose_form; centered: with a dense mass matrix)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="NUTS progress bars on stderr (default: when stderr is a terminal)")
     p.add_argument("--no-compare", action="store_true", help="skip the fit without psi (no LOO comparison)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the outputs of an earlier fit in --out (refused otherwise)")
@@ -157,6 +163,11 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.centered_psi and args.parametrization != "auto":
         p.error(f"--centered-psi (psi centred, beta by the rule) and --parametrization {args.parametrization} "
                 "contradict each other: give one of them")
+    if args.glm_form == "auto" and args.dense_mass and args.model == "glm":
+        p.error("--glm-form auto chooses the mass matrix with the form; give --glm-form centered or noncentered with "
+                "--dense-mass")
+    if args.progress is None:
+        args.progress = sys.stderr.isatty()
     power_recipe.check_args(p, args)
 
 
@@ -332,7 +343,8 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         n = int(table.rewards.size if keep is None else np.sum(keep))
         print(f"{title or name} (dry run, nothing fitted): {min(n, args.rows or n):,} of {n:,} rows; model "
               f"{args.model}, likelihood {args.likelihood} ({note}); NUTS {args.chains} x ({args.warmup} + "
-              f"{args.samples}), target_accept {args.target_accept}; "
+              f"{args.samples}), target_accept {args.target_accept}"
+              f"{f', random effects {args.glm_form}' if args.model == 'glm' else ''}; "
               f"{'no fit without the bias terms' if args.no_compare else 'also the fit without the bias terms'}; "
               f"output folder {args.out}")
         print(power_recipe.plan(args))
@@ -347,7 +359,7 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         param = {"psi": "centered"}
     settings = dict(likelihood=args.likelihood, num_warmup=args.warmup, num_samples=args.samples,
                     num_chains=args.chains, seed=args.seed, target_accept=args.target_accept,
-                    parametrization=param, dense_mass=args.dense_mass)
+                    parametrization=param, dense_mass=args.dense_mass, progress_bar=args.progress)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         res = fit(data, **settings)
