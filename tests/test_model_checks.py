@@ -89,3 +89,9 @@ def test_compare_bias_says_no_difference_is_not_no_bias():
     better = compare_bias(_tree(np.zeros(100), np.zeros((2, 200, 100)), ll),
                           _tree(np.zeros(100), np.zeros((2, 200, 100)), ll - 1.0))
     assert better["first"] == "with bias" and "predicts better" in better["reading"]
+    # the table is ArviZ's unrounded numbers: a per-observation shift c moves the elpd by exactly -sum(c)
+    shift = 0.3 + 0.05 * rng.normal(size=100)
+    shifted = compare_bias(_tree(np.zeros(100), np.zeros((2, 200, 100)), ll),
+                           _tree(np.zeros(100), np.zeros((2, 200, 100)), ll - shift))
+    np.testing.assert_allclose(shifted["elpd_diff"], -shift.sum(), rtol=1e-9)
+    assert f"predicts better by {shift.sum():.2f} elpd" in shifted["reading"] and "by -" not in shifted["reading"]

@@ -229,7 +229,7 @@ def compare_bias(with_bias: Any, without_bias: Any, *, names: tuple[str, str] = 
                  ) -> dict[str, Any]:
     """PSIS-LOO comparison (``arviz.compare``) of a model with its group-bias term and one without.
 
-    Returns the table (elpd, se, elpd_diff, dse per model), which model ranks first, the
+    Returns the table (elpd, se, elpd_diff, dse per model, unrounded), which model ranks first, the
     difference in units of its standard error, the count of Pareto k > 0.7 of each, a
     plain-words ``reading`` and the table as ``csv``. LOO measures out-of-sample prediction: a
     bias that is real but small next to the outcome's noise moves the elpd by less than its standard error, so **no LOO
@@ -254,7 +254,8 @@ def compare_bias(with_bias: Any, without_bias: Any, *, names: tuple[str, str] = 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cmp = az.compare({names[0]: with_bias, names[1]: without_bias})
+        # round_to="none": ArviZ's default rounds elpd and elpd_diff to their standard errors
+        cmp = az.compare({names[0]: with_bias, names[1]: without_bias}, round_to="none")
         k_bad = {n: int(np.sum(np.asarray(az.loo(t, pointwise=True).pareto_k) > 0.7))
                  for n, t in zip(names, (with_bias, without_bias), strict=True)}
     table = {str(n): {c: float(cmp.loc[n, c]) for c in ("elpd", "se", "elpd_diff", "dse") if c in cmp.columns}
@@ -267,7 +268,8 @@ def compare_bias(with_bias: Any, without_bias: Any, *, names: tuple[str, str] = 
         reading = (f"no LOO difference (elpd_diff {diff:.2f}, dse {dse:.2f}): the two models predict equally well; "
                    "this is not evidence of no bias (read the bias estimand's interval)")
     else:
-        reading = (f"'{first}' predicts better by {diff:.2f} elpd ({z:.1f} dse); prediction, not the size of the bias: "
+        reading = (f"'{first}' predicts better by {abs(diff):.2f} elpd ({abs(z):.1f} dse); prediction, not the size of "
+                   "the bias: "
                    "no LOO difference would not be evidence of no bias")
     return {"table": table, "first": first, "elpd_diff": diff, "dse": dse, "pareto_k_over_0.7": k_bad,
             "reading": reading, "csv": cmp.to_csv()}

@@ -117,7 +117,7 @@ CENTRED_EFFECTS = ("gamma", "u", "lambda")
 
 def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
                 weights: Any = None, seed: int = 0, target_accept: float = 0.9, pilot_warmup: int = 150,
-                pilot_draws: int = 50, accept_steps: float = 48.0) -> dict[str, Any]:
+                pilot_draws: int = 50, accept_steps: float = 48.0, progress_bar: bool = False) -> dict[str, Any]:
     """The form of the GLM's random effects NUTS samples best on ``design``, by measurement.
 
     Two forms of the same posterior: **centred** (:data:`CENTRED_EFFECTS` sampled as they are,
@@ -142,7 +142,7 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
         model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights,
                                 centered=CENTRED_EFFECTS if centred else ())
         f = fit(model, *args, num_warmup=pilot_warmup, num_samples=pilot_draws, num_chains=1, seed=seed,
-                target_accept=target_accept, dense_mass=centred, warn=False)
+                target_accept=target_accept, dense_mass=centred, progress_bar=progress_bar, warn=False)
         st = f.sample_stats
         pilots.append({"form": form, "mean_steps": float(np.mean(st["n_steps"])),
                        "divergences": int(np.sum(st["diverging"])), "step_size": float(st["step_size"][0, -1]),
@@ -192,7 +192,8 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
         if "dense_mass" in nuts:
             raise TypeError("fit_glm(centered='auto') chooses dense_mass with the form; do not pass dense_mass")
         form = choose_form(design, group_bias=group_bias, priors=priors, weights=weights,
-                           seed=int(nuts.get("seed", 0)), target_accept=float(nuts.get("target_accept", 0.9)))
+                           seed=int(nuts.get("seed", 0)), target_accept=float(nuts.get("target_accept", 0.9)),
+                           progress_bar=bool(nuts.get("progress_bar", False)))
         centered = tuple(form["centered"])
         nuts = {**nuts, "dense_mass": form["dense_mass"]}
     else:

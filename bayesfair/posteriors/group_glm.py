@@ -20,8 +20,10 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
 - ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
   slope sd): shrunk together, separately from delta.
 
-Every random effect is non-centred (z-scores times their scale; ``centered`` names effects among
-``gamma``, ``u``, ``lambda`` to sample as they are, which measured worse: docs/mcmc.md). On the
+Every random effect is non-centred (z-scores times their scale) unless ``centered`` names it among
+``gamma``, ``u``, ``lambda``: then it is sampled as it is. The two forms are one model; which one
+NUTS samples well depends on how much the data say (:func:`bayesfair.inference.glm_fit.choose_form`
+measures it; docs/mcmc.md). On the
 logit scale (Bernoulli, binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
 likelihoods every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
 centred at ``y_loc``. The paper's model (Section 3.1, Eq. 2: exchangeable arms, one s for every

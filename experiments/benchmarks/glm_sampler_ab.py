@@ -5,10 +5,13 @@ uniform subsample of a recipe's default design (``glm_cells_bench.design``) once
 prints, per variant: NUTS seconds, mean leapfrog steps per iteration, the adapted step size, max
 R-hat, min bulk/tail ESS (over every variable), min bulk ESS per second, divergences and the bias
 estimand's posterior mean and sd (the variants must agree within Monte Carlo error). Variants:
-``diag`` (the default: diagonal mass matrix, every random effect non-centred), ``dense`` (dense
-mass matrix), ``c:gamma+u`` (those effects centred; any of gamma, u, lambda).
+``diag`` (``fit_glm``'s default: diagonal mass matrix, every random effect non-centred), ``dense``
+(dense mass matrix), ``c:gamma+u`` (those effects centred; any of gamma, u, lambda), parts joined
+by commas (``c:gamma+u+lambda,dense``), ``ta:0.95`` for a target acceptance, and ``auto``
+(``centered="auto"``: the form :func:`~bayesfair.inference.glm_fit.choose_form` picks; its pilots
+are not counted in the seconds).
 
-Usage: python experiments/benchmarks/glm_sampler_ab.py [--recipe adult_sex] [--rows 5000] [--warmup 500]
+Usage: python experiments/benchmarks/glm_sampler_ab.py [--recipe adult_sex] [--rows 5000 (0: all)] [--warmup 500]
        [--samples 500] [--chains 2] [--variants "diag;dense;c:gamma+u"]
 """
 
@@ -37,12 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="diag;dense;c:gamma+u")
     a = p.parse_args(argv)
     full = design(a.recipe)
-    idx = np.sort(np.random.default_rng(0).choice(full.y.size, min(a.rows, full.y.size), replace=False))
+    rows = full.y.size if a.rows <= 0 else min(a.rows, full.y.size)
+    idx = np.sort(np.random.default_rng(0).choice(full.y.size, rows, replace=False))
     des = full._replace(group=full.group[idx], bucket=full.bucket[idx], X=full.X[idx], y=full.y[idx])
     for v in a.variants.split(";"):
-        centered = tuple(v.removeprefix("c:").split("+")) if v.startswith("c:") else ()
+        kw = {"centered": "auto"} if v == "auto" else {"centered": (), "dense_mass": False}
+        for part in v.split(",") if v != "auto" else ():
+            if part.startswith("c:"):
+                kw["centered"] = tuple(part.removeprefix("c:").split("+"))
+            elif part.startswith("ta:"):
+                kw["target_accept"] = float(part.removeprefix("ta:"))
+            elif part in ("dense", "diag"):
+                kw["dense_mass"] = part == "dense"
+            else:
+                p.error(f"unknown variant part {part!r} in {v!r}")
         f = fit_glm(des, num_warmup=a.warmup, num_samples=a.samples, num_chains=a.chains, seed=a.seed, warn=False,
-                    dense_mass=v == "dense", centered=centered)
+                    **kw)
         c, st = f.convergence, f.sample_stats
         est = next(iter(bias_estimand(f, des).values()))
         load = " ".join(open("/proc/loadavg").read().split()[:3])

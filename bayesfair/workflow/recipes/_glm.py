@@ -3,7 +3,8 @@
 The model is :func:`bayesfair.posteriors.group_glm.group_glm_model` (a level shift with its own
 prior, a bucket effect shared across groups, a group-by-bucket deviation, slope differences
 shrunk separately); the fit is :func:`bayesfair.inference.glm_fit.fit_glm` (NUTS, 4 chains,
-float64, non-centred random effects). Outputs in ``--out``:
+float64, target acceptance 0.95, the random effects centred with a dense mass matrix or
+non-centred as two short pilots measure: ``--glm-form``). Outputs in ``--out``:
 
 - ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior,
   sample_stats, log_likelihood, posterior_predictive, observed_data);
@@ -83,7 +84,7 @@ def prior_predictive_figure(design: Any, path: Any, title: str, draws: int = 200
     sub = design._replace(group=design.group[rows], bucket=design.bucket[rows], X=design.X[rows], y=design.y[rows])
     eta = linear_predictor(s, sub)
     mean = expected_outcome(design.likelihood, eta, n_trials=design.n_trials, cutpoints=s.get("cutpoints"))
-    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    fig, ax = plt.subplots(figsize=(6.0, 3.6), layout="constrained")
     ax.hist(mean.ravel(), bins=60, color="0.5")
     ax.axvline(float(design.y.mean()), color="k", lw=1.5, label=f"observed mean {design.y.mean():.3g}")
     ax.set_xlabel(f"prior predictive E[y | x] per row ({design.likelihood})")
