@@ -425,5 +425,7 @@ def test_a_cache_key_reuses_the_sampler_with_the_same_numbers():
     assert plain.mcmc is not first.mcmc
     np.testing.assert_allclose(second.samples["theta"], plain.samples["theta"], rtol=1e-10)
     arms, Xg, _, yg = _data(np.random.default_rng(0), n_obs=40)
-    with pytest.raises(TypeError, match="nor cache_key"):
+    with pytest.raises(TypeError, match="cache_key nor advice"):
         fitting.fit(fitting.group_bias_data(arms, Xg, yg, GROUPS), cache_key="x")
+    with pytest.raises(TypeError, match="advice='more warm-up'"):
+        fitting.fit(fitting.group_bias_data(arms, Xg, yg, GROUPS), advice="more warm-up")

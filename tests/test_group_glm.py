@@ -171,6 +171,7 @@ def test_fit_glm_records_the_form_and_refuses_contradictions():
     given = fit_glm(des, centered=("lambda",), num_warmup=20, num_samples=10, num_chains=1, seed=3, warn=False)
     assert given.config["form"] == {"form": "partly centered", "centered": ["lambda"], "dense_mass": False,
                                     "rule": "given"}
+    assert "this fit: partly centered, centred ['lambda'], dense mass False" in given.convergence.advice
     with pytest.raises(ValueError, match="centered must be 'auto' or a tuple"):
         fit_glm(des, centered="all")
     with pytest.raises(ValueError, match="centered names effects of"):

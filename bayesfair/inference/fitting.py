@@ -569,6 +569,7 @@ def fit(
     progress_bar: bool = False,
     warn: bool = True,
     cache_key: Any = None,
+    advice: str | None = None,
     **model_kwargs: Any,
 ) -> Fit:
     """Fit a NumPyro model by NUTS: the group-bias model given :class:`GroupBiasData`, or any model.
@@ -618,6 +619,9 @@ def fit(
         on every run, which the persistent compilation cache then mostly loads: on a 100-row
         COMPAS design, 14 compilations in the first fit, 2 in each later one (``jax_log_compiles``).
         The group-bias model does this by itself.
+    advice : str, optional
+        Generic model only: what to try when the fit does not converge (the warning and
+        ``fit.convergence.advice``; default: the generic remedies).
     **model_kwargs
         Keyword arguments of a generic model.
     """
@@ -634,13 +638,14 @@ def fit(
                             f"{type(target).__name__}")
         mcmc, samples, stats, seconds, method, a, k = _run(target, args, model_kwargs, cache_key=cache_key, **run_kw)
         config = {**run_kw, "chain_method": method, "model": getattr(target, "__qualname__", repr(target))}
-        advice = ADVICE.format(param="the model's own parametrization")
+        advice = advice or ADVICE.format(param="the model's own parametrization")
         conv = _verdict(samples, stats, advice, warn)
         return Fit(mcmc, samples, stats, conv, seconds, config, None, target, a, k)
 
-    if args or model_kwargs or cache_key is not None:
-        raise TypeError(f"fit(GroupBiasData, ...) takes no extra model arguments nor cache_key (it keys its compiled "
-                        f"sampler itself), got {args} {sorted(model_kwargs)} cache_key={cache_key!r}")
+    if args or model_kwargs or cache_key is not None or advice is not None:
+        raise TypeError(f"fit(GroupBiasData, ...) takes no extra model arguments, cache_key nor advice (it keys its "
+                        f"compiled sampler and words its advice itself), got {args} {sorted(model_kwargs)} "
+                        f"cache_key={cache_key!r} advice={advice!r}")
     # checked again: GroupBiasData is a public NamedTuple, so it may be built (or _replace'd) without
     # group_bias_data's checks, and an arm index out of range would be dropped by the sums silently
     data = group_bias_data(target.arms, target.X, target.y, target.group_of_arm, reference=target.reference,

@@ -205,7 +205,11 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
                 else "partly centered", "centered": list(centered), "dense_mass": nuts.get("dense_mass", False),
                 "rule": "given"}
     model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
-    res = fit(model, *args, **nuts)
+    advice = (f"try: a higher target_accept (e.g. 0.99), more warm-up (num_warmup), another form of the random "
+              f"effects (this fit: {form['form']}, centred {list(centered) or 'none'}, dense mass "
+              f"{bool(nuts.get('dense_mass', False))}; centered='auto', (), or effects of {CENTRED_EFFECTS}, with "
+              "dense_mass), or more draws (num_samples) for ESS")
+    res = fit(model, *args, advice=advice, **nuts)
     res.config["form"] = form
     return res
 
