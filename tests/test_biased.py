@@ -135,9 +135,10 @@ def _nuts_agreement(n_sets, num_warmup, num_samples, seed):
         arms, X, y = _random_data(rng, groups, 2, 40, scale=0.6)
         with warnings.catch_warnings():  # one chain by design (its ESS is checked below): fit's verdict warns
             warnings.filterwarnings("ignore", "NUTS fit NOT converged", RuntimeWarning)
-            fit = fitting.fit(fitting.group_bias_data(arms, X, y, groups), **hyper, priors=priors, num_warmup=num_warmup,
-                              num_samples=num_samples, num_chains=1, seed=seed + i, sufficient=i % 2 == 1,
-                              target_accept=0.8, parametrization={"beta": "noncentered", "psi": "centered"})
+            fit = fitting.fit(fitting.group_bias_data(arms, X, y, groups), **hyper, priors=priors,
+                              num_warmup=num_warmup, num_samples=num_samples, num_chains=1, seed=seed + i,
+                              sufficient=i % 2 == 1, target_accept=0.8,
+                              parametrization={"beta": "noncentered", "psi": "centered"})
         assert fit.diverging.sum() == 0
         s = fit.samples
         draws = np.concatenate([np.asarray(s["beta_bar"]).reshape(1, -1, 2), np.asarray(s["beta"]).reshape(1, -1, 8),

@@ -145,12 +145,12 @@ def test_choose_form_centres_effects_that_many_rows_pin_down():
     """On 20,000 rows the non-centred z-scores are tied to their scales: the centred pilot (dense
     mass) takes several times fewer leapfrog steps per draw, without a divergence, and is kept;
     on 40 rows it is the non-centred form that samples without divergences in fewer steps."""
-    from bayesfair.inference.glm_fit import CENTRED_EFFECTS, choose_form, compress_design
+    from bayesfair.inference.glm_fit import RANDOM_EFFECTS, choose_form, compress_design
 
     cells, counts = compress_design(_shift_design(20_000, 0))
     both = choose_form(cells, weights=counts, accept_steps=0)  # both pilots, to compare them
     steps = {p["form"]: p for p in both["pilots"]}
-    assert both["form"] == "centered" and both["centered"] == list(CENTRED_EFFECTS) and both["dense_mass"]
+    assert both["form"] == "centered" and both["centered"] == list(RANDOM_EFFECTS) and both["dense_mass"]
     assert steps["centered"]["divergences"] == 0 and 3 * steps["centered"]["mean_steps"] < steps["noncentered"][
         "mean_steps"]
     quick = choose_form(cells, weights=counts)

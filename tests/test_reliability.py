@@ -130,8 +130,8 @@ def test_a_merit_outside_its_domain_on_a_contextual_environment_is_an_error_nami
     sqrt_merit = bf.merit.custom(lambda mu: jnp.sqrt(mu) + 0.1, label="sqrt")  # domain [0, 1]
     with pytest.raises(SimulationError, match=r"metric 'fairness_regret' of policy 'L' \(LinTS\) became non-finite "
                                               r"\(NaN or inf\) in run \d+ between rounds 1 and 64 .*merit's domain"):
-        bf.simulate(0, env, {"L": bf.policies.lints(bf.posteriors.linear_known_variance())}, horizon=200, runs=2, merit=sqrt_merit,
-                    chunk_size=64)
+        bf.simulate(0, env, {"L": bf.policies.lints(bf.posteriors.linear_known_variance())}, horizon=200, runs=2,
+                    merit=sqrt_merit, chunk_size=64)
     # the same study with a merit defined on all reals runs
     ds = bf.simulate(0, env, {"L": bf.policies.lints(bf.posteriors.linear_known_variance())}, horizon=200, runs=2,
                      merit=bf.merit.exponential(2.0), chunk_size=64)

@@ -35,8 +35,8 @@ from bayesfair.posteriors.group_glm import (
     group_glm_model,
 )
 
-__all__ = ["CENTRED_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "choose_form", "compress_design",
-           "fit_glm", "glm_design", "glm_sbc_problem", "glm_tree", "linear_predictor"]
+__all__ = ["RANDOM_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "choose_form",
+           "compress_design", "fit_glm", "glm_design", "glm_sbc_problem", "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -112,7 +112,7 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
 
 #: The random effects of :func:`~bayesfair.posteriors.group_glm.group_glm_model` that the centred
 #: form samples as they are (the non-centred form samples their z-scores).
-CENTRED_EFFECTS = ("gamma", "u", "lambda")
+RANDOM_EFFECTS = ("gamma", "u", "lambda")
 
 
 def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
@@ -120,7 +120,7 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
                 pilot_draws: int = 50, accept_steps: float = 48.0, progress_bar: bool = False) -> dict[str, Any]:
     """The form of the GLM's random effects NUTS samples best on ``design``, by measurement.
 
-    Two forms of the same posterior: **centred** (:data:`CENTRED_EFFECTS` sampled as they are,
+    Two forms of the same posterior: **centred** (:data:`RANDOM_EFFECTS` sampled as they are,
     with a dense mass matrix) and **non-centred** (their z-scores, diagonal mass). Which one
     samples well depends on how much the data say about the effects: many rows pin them down,
     and then the non-centred z-scores and their scale are tightly coupled (on all 18,310 COMPAS
@@ -140,7 +140,7 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
     for form in ("centered", "noncentered"):
         centred = form == "centered"
         model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights,
-                                centered=CENTRED_EFFECTS if centred else ())
+                                centered=RANDOM_EFFECTS if centred else ())
         f = fit(model, *args, num_warmup=pilot_warmup, num_samples=pilot_draws, num_chains=1, seed=seed,
                 target_accept=target_accept, dense_mass=centred, progress_bar=progress_bar, warn=False)
         st = f.sample_stats
@@ -158,7 +158,7 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
                          for p in pilots) + f": {best['form']} kept"
         pilots.sort(key=lambda p: p is not best)
     chosen = pilots[0]["form"]
-    return {"form": chosen, "centered": list(CENTRED_EFFECTS if chosen == "centered" else ()),
+    return {"form": chosen, "centered": list(RANDOM_EFFECTS if chosen == "centered" else ()),
             "dense_mass": chosen == "centered", "pilots": pilots, "rule": rule}
 
 
@@ -174,7 +174,7 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
     ``design``.
 
     ``centered``: the random effects sampled as they are (a tuple of names in
-    :data:`CENTRED_EFFECTS`; default none: all non-centred), or ``"auto"``: :func:`choose_form`
+    :data:`RANDOM_EFFECTS`; default none: all non-centred), or ``"auto"``: :func:`choose_form`
     picks the centred form with a dense mass matrix or the non-centred one by two short pilots
     (then ``dense_mass`` is not yours to give). The fit's ``config["form"]`` records the choice,
     the pilots and the rule.
@@ -187,7 +187,7 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
     form: dict[str, Any]
     if isinstance(centered, str):
         if centered != "auto":
-            raise ValueError(f"centered must be 'auto' or a tuple of effect names in {CENTRED_EFFECTS}, got "
+            raise ValueError(f"centered must be 'auto' or a tuple of effect names in {RANDOM_EFFECTS}, got "
                              f"{centered!r}")
         if "dense_mass" in nuts:
             raise TypeError("fit_glm(centered='auto') chooses dense_mass with the form; do not pass dense_mass")
@@ -198,16 +198,16 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
         nuts = {**nuts, "dense_mass": form["dense_mass"]}
     else:
         centered = tuple(centered)
-        unknown = sorted(set(centered) - set(CENTRED_EFFECTS))
+        unknown = sorted(set(centered) - set(RANDOM_EFFECTS))
         if unknown:
-            raise ValueError(f"centered names effects of {CENTRED_EFFECTS}, got {unknown}")
-        form = {"form": "noncentered" if not centered else "centered" if set(centered) == set(CENTRED_EFFECTS)
+            raise ValueError(f"centered names effects of {RANDOM_EFFECTS}, got {unknown}")
+        form = {"form": "noncentered" if not centered else "centered" if set(centered) == set(RANDOM_EFFECTS)
                 else "partly centered", "centered": list(centered), "dense_mass": nuts.get("dense_mass", False),
                 "rule": "given"}
     model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
     advice = (f"try: a higher target_accept (e.g. 0.99), more warm-up (num_warmup), another form of the random "
               f"effects (this fit: {form['form']}, centred {list(centered) or 'none'}, dense mass "
-              f"{bool(nuts.get('dense_mass', False))}; centered='auto', (), or effects of {CENTRED_EFFECTS}, with "
+              f"{bool(nuts.get('dense_mass', False))}; centered='auto', (), or effects of {RANDOM_EFFECTS}, with "
               "dense_mass), or more draws (num_samples) for ESS")
     res = fit(model, *args, advice=advice, **nuts)
     res.config["form"] = form

@@ -35,7 +35,7 @@ import numpy as np
 
 from bayesfair.diagnostics import calibration_check, check_lines, compare_bias, ppc_verdict
 from bayesfair.inference.glm_fit import (
-    CENTRED_EFFECTS,
+    RANDOM_EFFECTS,
     bias_estimand,
     build_glm,
     compress_design,
@@ -143,7 +143,7 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     nuts = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, seed=args.seed,
                 target_accept=args.target_accept, progress_bar=args.progress,
                 **({"centered": "auto"} if args.glm_form == "auto" else
-                   {"centered": CENTRED_EFFECTS, "dense_mass": True} if args.glm_form == "centered" else
+                   {"centered": RANDOM_EFFECTS, "dense_mass": True} if args.glm_form == "centered" else
                    {"dense_mass": args.dense_mass}))
     main = _one(args, table, args.likelihood, y, keep, nuts, not args.no_compare)
     for w in main["warnings"]:

@@ -107,8 +107,8 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--seed", type=int, default=0, help="seed of the subsample and of NUTS (%(default)s)")
     p.add_argument("--target-accept", type=float, default=target_accept,
                    help="NUTS target acceptance probability in (0, 1) (default: 0.95 with --model glm, whose "
-                        "centred form diverged a few times in 4,000 draws at 0.9 on all COMPAS rows; 0.9 with "
-                        "--model paper; higher: smaller steps, fewer divergences)")
+                        "centred random effects on a large table need the smaller steps; 0.9 with --model paper; "
+                        "higher: smaller steps, fewer divergences)")
     p.add_argument("--model", choices=("glm", "paper"), default="glm",
                    help="glm (default): the hierarchical GLM of bayesfair.posteriors.group_glm (a level shift with "
                         "its own prior, a bucket effect shared by the groups); paper: the biased-feedback paper's "
