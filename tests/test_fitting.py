@@ -392,11 +392,13 @@ def test_repeated_fits_clear_compiled_code_before_the_mapping_limit(monkeypatch)
     fitting._MCMC_CACHE["sentinel"] = object()
     monkeypatch.setattr(fitting, "_memory_maps", lambda: (50_000, 65_530))
     monkeypatch.setattr(fitting, "_MAPS_WARNED", [False])
-    with pytest.warns(RuntimeWarning, match=r"50,000 memory mappings .*vm.max_map_count = 65,530.*jax.clear_caches"):
+    with pytest.warns(fitting.CompiledCodeWarning,
+                      match=r"50,000 memory mappings .*vm.max_map_count = 65,530.*jax.clear_caches"):
         fitting._bound_compiled_code()
     assert "sentinel" not in fitting._MCMC_CACHE
+    assert not issubclass(fitting.CompiledCodeWarning, RuntimeWarning)  # a fit's "not converged" category
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("error", fitting.CompiledCodeWarning)
         fitting._bound_compiled_code()  # the warning is shown once
     monkeypatch.setattr(fitting, "_memory_maps", lambda: (1_000, 65_530))
     fitting._MCMC_CACHE["sentinel"] = object()

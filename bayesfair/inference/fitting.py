@@ -51,7 +51,7 @@ from bayesfair.posteriors.group_bias import (
     sufficient_stats,
 )
 
-__all__ = ["RHAT_MAX", "ESS_MIN", "Convergence", "Fit", "GroupBiasData", "check_convergence",
+__all__ = ["RHAT_MAX", "ESS_MIN", "CompiledCodeWarning", "Convergence", "Fit", "GroupBiasData", "check_convergence",
            "choose_parametrization", "fit", "group_bias_data"]
 
 #: Convergence thresholds of :func:`check_convergence` (Vehtari et al. 2021's recommendations).
@@ -506,6 +506,12 @@ def _memory_maps() -> tuple[int, int]:
 _MAPS_WARNED = [False]
 
 
+class CompiledCodeWarning(UserWarning):
+    """:func:`_bound_compiled_code` cleared JAX's caches: later fits recompile, nothing else changes.
+    Its own category, so code that turns a fit's ``RuntimeWarning`` (not converged) into an error is
+    not stopped by this notice."""
+
+
 def _bound_compiled_code(share: float = 0.6) -> None:
     """Keep repeated fits from exhausting the process's memory mappings.
 
@@ -514,8 +520,8 @@ def _bound_compiled_code(share: float = 0.6) -> None:
     at the kernel's limit (vm.max_map_count, 65,530 by default) LLVM aborts the whole process
     ("Unable to allocate section memory", seen after ~20 SBC replications). Whenever the count is
     above ``share`` of the limit this clears JAX's caches and the cached samplers (the count then
-    drops back), with a RuntimeWarning the first time only: the next fits recompile, nothing else
-    changes.
+    drops back), with a :class:`CompiledCodeWarning` the first time only: the next fits recompile,
+    nothing else changes.
     """
     used, limit = _memory_maps()
     if limit and used > share * limit:
@@ -524,7 +530,7 @@ def _bound_compiled_code(share: float = 0.6) -> None:
             warnings.warn(f"bayesfair fit: this process holds {used:,} memory mappings (limit vm.max_map_count = "
                           f"{limit:,}), mostly code compiled by earlier fits; clearing JAX's compilation caches "
                           "(jax.clear_caches()) so that the next compilation does not abort the process. Later "
-                          "fits recompile; this message is shown once.", RuntimeWarning, stacklevel=4)
+                          "fits recompile; this message is shown once.", CompiledCodeWarning, stacklevel=4)
         _MCMC_CACHE.clear()
         jax.clear_caches()
 
