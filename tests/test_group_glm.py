@@ -144,8 +144,9 @@ def _shift_design(n, seed):
 def test_choose_form_centres_effects_that_many_rows_pin_down():
     """On 20,000 rows the non-centred z-scores are tied to their scales: the centred pilot (dense
     mass) takes several times fewer leapfrog steps per draw, without a divergence, and is kept
-    (two data sets); on 40 rows it is the non-centred form that samples without divergences in
-    fewer steps (three data sets)."""
+    (two data sets), and every centring weight is near 1; on 40 rows the group-by-bucket
+    deviations are weakly informed (weights below 0.5) and it is the non-centred form that samples
+    without divergences in fewer steps (three data sets)."""
     from bayesfair.inference.glm_fit import RANDOM_EFFECTS, choose_form, compress_design
 
     cells, counts = compress_design(_shift_design(20_000, 0))
@@ -154,15 +155,88 @@ def test_choose_form_centres_effects_that_many_rows_pin_down():
     assert both["form"] == "centered" and both["centered"] == list(RANDOM_EFFECTS) and both["dense_mass"]
     assert steps["centered"]["divergences"] == 0 and 3 * steps["centered"]["mean_steps"] < steps["noncentered"][
         "mean_steps"]
+    assert min(w["min"] for w in both["weights"].values()) > 0.9
     cells, counts = compress_design(_shift_design(20_000, 1))
     quick = choose_form(cells, weights=counts, seed=1)
     assert quick["form"] == "centered" and len(quick["pilots"]) == 1 and "without a divergence" in quick["rule"]
     for seed in (1, 2, 3):
         small = choose_form(_shift_design(40, seed), seed=seed)
         assert small["form"] == "noncentered" and not small["dense_mass"] and len(small["pilots"]) == 2, small
-        kept = small["pilots"][0]
-        assert kept["form"] == "noncentered" and kept["divergences"] == 0
+        assert small["weights"]["u"]["max"] < 0.5
+        kept = next(p for p in small["pilots"] if p["form"] == "noncentered")
+        assert kept["divergences"] == 0
         assert all(kept["mean_steps"] <= p["mean_steps"] for p in small["pilots"] if p["divergences"] == 0)
+
+
+def test_partial_form_is_the_same_model_up_to_its_jacobian():
+    """theta = s^(1 - w) v: the partial form's log density at v is the centred one at theta plus
+    sum (1 - w) log s over every element of every effect (exact, at random points and random
+    weights with some elements exactly 0 and 1), for a logit and a continuous likelihood."""
+    import jax
+    from numpyro.infer import Predictive
+    from numpyro.infer.util import log_density
+
+    from bayesfair.inference.glm_fit import EFFECT_SCALES, RANDOM_EFFECTS, build_glm
+
+    rng = np.random.default_rng(5)
+    for likelihood in ("bernoulli", "gaussian"):
+        des = _shift_design(80, 4)._replace(likelihood=likelihood)
+        if likelihood == "gaussian":
+            des = des._replace(y=des.y + rng.normal(size=des.y.size))
+        shapes = {"gamma": (4,), "u": (4, 1), "lambda": (1, 2)}
+        w = {k: rng.choice([0.0, 0.3, 0.8, 1.0], size=sh) for k, sh in shapes.items()}
+        centred, args = build_glm(des, centered=RANDOM_EFFECTS)
+        partial, _ = build_glm(des, centered=w)
+        with jax.enable_x64(True):
+            draws = Predictive(centred, num_samples=3)(jax.random.key(1), *args[:3], None)
+            for i in range(3):
+                point = {k: np.asarray(v[i]) for k, v in draws.items() if k != "y"}
+                moved = {k: v for k, v in point.items() if k not in RANDOM_EFFECTS}
+                jac = 0.0
+                for name, weight in w.items():
+                    sc = point[EFFECT_SCALES[name]]
+                    moved[f"{name}_partial"] = point[name] / sc ** (1 - weight)
+                    jac += float(np.sum((1 - weight) * np.log(sc)))
+                lc = float(log_density(centred, args, {}, point)[0])
+                lp = float(log_density(partial, args, {}, moved)[0])
+                np.testing.assert_allclose(lp, lc + jac, rtol=1e-10)
+
+
+def test_centring_weights_follow_the_information_of_the_rows():
+    """Bernoulli: the weights are I s^2 / (I s^2 + 1) averaged over draws, with I the sum of
+    p (1 - p) over the rows an element enters (times x^2 for a slope difference), computed here
+    directly; row counts of compressed cells multiply the information, so doubling every row
+    never lowers a weight. row_information matches the closed forms of the Bernoulli and Gaussian likelihoods."""
+    from bayesfair.inference.glm_fit import centring_weights
+    from bayesfair.posteriors.group_glm import row_information
+
+    rng = np.random.default_rng(2)
+    des = _shift_design(200, 7)
+    d = 6
+    samples = {"alpha": rng.normal(size=d), "gamma": rng.normal(size=(d, 4)), "beta": rng.normal(size=(d, 2)),
+               "delta": rng.normal(size=(d, 1)), "u": 0.3 * rng.normal(size=(d, 4, 1)),
+               "lambda": 0.3 * rng.normal(size=(d, 1, 2)), "sigma_bucket": rng.uniform(0.2, 2, d),
+               "sigma_u": rng.uniform(0.01, 0.5, d), "s_slope": rng.uniform(0.05, 1, d)}
+    w = centring_weights(samples, des)
+    p = 1 / (1 + np.exp(-linear_predictor(samples, des)))
+    h = p * (1 - p)
+    on = des.group == 1
+    for b in range(4):
+        i_g = h[:, des.bucket == b].sum(1)
+        i_u = h[:, (des.bucket == b) & on].sum(1)
+        for got, info, s in ((w["gamma"][b], i_g, samples["sigma_bucket"]), (w["u"][b, 0], i_u, samples["sigma_u"])):
+            np.testing.assert_allclose(got, np.mean(info * s**2 / (info * s**2 + 1)), rtol=1e-12)
+    i_l = (h[:, on, None] * des.X[on] ** 2).sum(1)  # [D, 2]
+    s2 = samples["s_slope"][:, None] ** 2
+    np.testing.assert_allclose(w["lambda"][0], np.mean(i_l * s2 / (i_l * s2 + 1), axis=0), rtol=1e-12)
+    doubled = centring_weights(samples, des, weights=np.full(des.y.size, 2.0))
+    for k in w:
+        assert np.all(doubled[k] >= w[k]) and np.all((0 <= w[k]) & (w[k] <= 1))
+    eta = rng.normal(size=(3, 5))
+    np.testing.assert_allclose(row_information("gaussian", eta, np.zeros(5), sigma=np.array([1.0, 2.0, 0.5])),
+                               np.broadcast_to(1 / np.array([1.0, 4.0, 0.25])[:, None], (3, 5)), rtol=1e-12)
+    pe = 1 / (1 + np.exp(-eta))
+    np.testing.assert_allclose(row_information("bernoulli", eta, np.ones(5)), pe * (1 - pe), rtol=1e-12)
 
 
 def test_fit_glm_records_the_form_and_refuses_contradictions():
@@ -175,8 +249,14 @@ def test_fit_glm_records_the_form_and_refuses_contradictions():
     assert given.config["form"] == {"form": "partly centered", "centered": ["lambda"], "dense_mass": False,
                                     "rule": "given"}
     assert "this fit: partly centered, centred ['lambda'], dense mass False" in given.convergence.advice
-    with pytest.raises(ValueError, match="centered must be 'auto' or a tuple"):
+    partial = fit_glm(des, centered={"u": 0.5}, num_warmup=20, num_samples=10, num_chains=1, seed=3, warn=False)
+    assert partial.config["form"]["form"] == "partial" and "u_partial" in partial.samples
+    with pytest.raises(ValueError, match="centered must be 'auto', a tuple"):
         fit_glm(des, centered="all")
+    with pytest.raises(ValueError, match="must be in \\[0, 1\\]"):
+        fit_glm(des, centered={"u": 1.5})
+    with pytest.raises(ValueError, match="must broadcast to its shape \\(4, 1\\)"):
+        fit_glm(des, centered={"u": [0.5, 0.5, 0.5]})
     with pytest.raises(ValueError, match="centered names effects of"):
         fit_glm(des, centered=("beta",))
     with pytest.raises(TypeError, match="do not pass dense_mass"):

@@ -33,10 +33,12 @@ from bayesfair.posteriors.group_glm import (
     check_glm_likelihood,
     expected_outcome,
     group_glm_model,
+    row_information,
 )
 
-__all__ = ["RANDOM_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm", "choose_form",
-           "compress_design", "fit_glm", "glm_design", "glm_sbc_problem", "glm_tree", "linear_predictor"]
+__all__ = ["EFFECT_SCALES", "RANDOM_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm",
+           "centring_weights", "choose_form", "compress_design", "fit_glm", "glm_design", "glm_sbc_problem",
+           "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -92,7 +94,7 @@ def compress_design(design: GlmDesign) -> tuple[GlmDesign, np.ndarray]:
 
 
 def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-              weights: Any = None, centered: tuple[str, ...] = ()) -> tuple[Any, tuple[Any, ...]]:
+              weights: Any = None, centered: Any = ()) -> tuple[Any, tuple[Any, ...]]:
     """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed; with
     ``weights``, row n counted ``weights[n]`` times, as :func:`compress_design` gives them)."""
     y = design.y
@@ -104,15 +106,74 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
         group_glm_model, n_groups=design.n_groups, n_buckets=design.n_buckets, reference=design.reference,
         likelihood=design.likelihood, n_trials=design.n_trials, n_levels=design.n_levels, group_bias=group_bias,
         priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0,
-        centered=tuple(centered))
+        centered=_frozen(centered))
     model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
     args = (design.group, design.bucket, design.X, design.y)
     return model, args if weights is None else (*args, np.asarray(weights, np.float64))
 
 
+def _frozen(centered: Any) -> Any:
+    """``centered`` with nested tuples for arrays: the model's keywords then have an exact repr
+    (a compilation cache key) and hash."""
+    def tup(x: Any) -> Any:
+        return tuple(tup(e) for e in x) if isinstance(x, list) else float(x)
+
+    if isinstance(centered, dict):
+        return {k: tup(np.asarray(v, np.float64).tolist()) for k, v in centered.items()}
+    return tuple(centered)
+
+
 #: The random effects of :func:`~bayesfair.posteriors.group_glm.group_glm_model` that the centred
 #: form samples as they are (the non-centred form samples their z-scores).
 RANDOM_EFFECTS = ("gamma", "u", "lambda")
+
+#: The scale of each random effect in :func:`~bayesfair.posteriors.group_glm.group_glm_model`.
+EFFECT_SCALES = {"gamma": "sigma_bucket", "u": "sigma_u", "lambda": "s_slope"}
+
+
+def centring_weights(samples: dict[str, np.ndarray], design: GlmDesign, *, weights: Any = None
+                     ) -> dict[str, np.ndarray]:
+    """Per element of each random effect, the centring weight of the partially non-centred form
+    (:mod:`bayesfair.posteriors.group_glm`) from posterior draws (``samples``: flattened, e.g. a
+    pilot's).
+
+    For an effect element theta ~ N(0, s^2) about which the rows say I (their information about
+    eta summed over the rows it enters, times its column squared for a slope difference), the
+    weight w = I s^2 / (I s^2 + 1) makes the partially centred coordinate independent of s in the
+    Gaussian approximation (Papaspiliopoulos, Roberts & Skold 2007): 0 (non-centred) for an
+    element the data do not inform, -> 1 (centred) for one they pin down. Both I (at each draw's
+    eta) and the weight are averaged over the draws, so a scale the posterior is unsure of gives
+    an average over its plausible values rather than a plug-in. ``weights [N]``: row counts of
+    :func:`compress_design`'s cells.
+    """
+    lik = design.likelihood
+    extra = {k: np.asarray(samples[k]) for k in ("phi", "cutpoints", "sigma", "nu") if k in samples}
+    eta = linear_predictor(samples, design)
+    h = np.clip(row_information(lik, eta, design.y, n_trials=design.n_trials, **extra), 0.0, None)
+    h = h * (1.0 if weights is None else np.asarray(weights, np.float64))  # [D, N]
+    onehot_b = np.eye(design.n_buckets)[design.bucket]  # [N, B]
+    info = {"gamma": h @ onehot_b}  # [D, B]
+    if "delta" in samples:
+        others = [g for g in range(design.n_groups) if g != design.reference]
+        on = np.stack([design.group == g for g in others], axis=1).astype(np.float64)  # [N, k]
+        info["u"] = np.einsum("dn,nb,nk->dbk", h, onehot_b, on)
+        info["lambda"] = np.einsum("dn,nk,ni->dki", h, on, design.X ** 2)
+    out = {}
+    for name, i in info.items():
+        s2 = np.asarray(samples[EFFECT_SCALES[name]], np.float64).reshape(-1, *[1] * (i.ndim - 1)) ** 2
+        out[name] = np.mean(i * s2 / (i * s2 + 1.0), axis=0)
+    return out
+
+
+def _pilot(design: GlmDesign, form: str, centered: Any, dense: bool, *, group_bias: bool, priors: GlmPriors,
+           weights: Any, seed: int, target_accept: float, warmup: int, draws: int, progress_bar: bool
+           ) -> tuple[dict[str, Any], Fit]:
+    model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
+    f = fit(model, *args, num_warmup=warmup, num_samples=draws, num_chains=1, seed=seed,
+            target_accept=target_accept, dense_mass=dense, progress_bar=progress_bar, warn=False)
+    st = f.sample_stats
+    return ({"form": form, "mean_steps": float(np.mean(st["n_steps"])), "divergences": int(np.sum(st["diverging"])),
+             "step_size": float(st["step_size"][0, -1]), "seconds": float(f.seconds)}, f)
 
 
 def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
@@ -132,34 +193,62 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
     (the non-centred pilot is the expensive one exactly when the centred form is cheap, and
     skipping it then costs at most ``accept_steps`` steps per draw). Otherwise the non-centred
     form gets the same pilot and the form with fewer steps per draw among those without
-    divergences is kept (with divergences in both, the fewer steps). Returns ``{"form": "centered" or
-    "noncentered", "centered": the effects to centre, "dense_mass": bool, "pilots": [per pilot:
-    form, mean_steps, divergences, step_size, seconds], "rule": the reason in words}``.
+    divergences is kept (with divergences in both, the fewer steps).
+
+    The partial form (each element centred by its :func:`centring_weights`) is not a candidate:
+    on all Adult-by-sex rows it took half the centred form's steps per draw but diverged more
+    (docs/mcmc.md), and a 50-draw pilot after 150 warm-up iterations, its dense mass matrix
+    adapted from a few dozen draws, ranked it wrongly. The centred pilot's draws still give the
+    weights, recorded as a diagnostic of how much the data say about each effect.
+
+    Returns ``{"form": "centered" or "noncentered", "centered": the effects to centre (a list),
+    "dense_mass": bool, "pilots": [per pilot: form, mean_steps, divergences, step_size, seconds],
+    "weights": the centring weights' min / median / max per effect, "rule": the reason in
+    words}``.
     """
-    pilots = []
-    for form in ("centered", "noncentered"):
-        centred = form == "centered"
-        model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights,
-                                centered=RANDOM_EFFECTS if centred else ())
-        f = fit(model, *args, num_warmup=pilot_warmup, num_samples=pilot_draws, num_chains=1, seed=seed,
-                target_accept=target_accept, dense_mass=centred, progress_bar=progress_bar, warn=False)
-        st = f.sample_stats
-        pilots.append({"form": form, "mean_steps": float(np.mean(st["n_steps"])),
-                       "divergences": int(np.sum(st["diverging"])), "step_size": float(st["step_size"][0, -1]),
-                       "seconds": float(f.seconds)})
-        if centred and pilots[0]["divergences"] == 0 and pilots[0]["mean_steps"] <= accept_steps:
-            rule = (f"the centred pilot took {pilots[0]['mean_steps']:.0f} <= {accept_steps:g} leapfrog steps per draw "
-                    "without a divergence")
-            break
+    kw = dict(group_bias=group_bias, priors=priors, weights=weights, seed=seed, target_accept=target_accept,
+              warmup=pilot_warmup, draws=pilot_draws, progress_bar=progress_bar)
+    first, f = _pilot(design, "centered", RANDOM_EFFECTS, True, **kw)
+    cw = centring_weights(_flat(f, pilot_draws), design, weights=weights)
+    summary = {k: {"min": float(v.min()), "median": float(np.median(v)), "max": float(v.max())} for k, v in cw.items()}
+    pilots = [first]
+    if first["divergences"] == 0 and first["mean_steps"] <= accept_steps:
+        chosen = "centered"
+        rule = (f"the centred pilot took {first['mean_steps']:.0f} <= {accept_steps:g} leapfrog steps per draw "
+                "without a divergence")
     else:
+        pilots.append(_pilot(design, "noncentered", (), False, **kw)[0])
         ok = [p for p in pilots if p["divergences"] == 0] or pilots
-        best = min(ok, key=lambda p: p["mean_steps"])
+        chosen = min(ok, key=lambda p: p["mean_steps"])["form"]
         rule = "; ".join(f"{p['form']} pilot {p['mean_steps']:.0f} steps per draw, {p['divergences']} divergences"
-                         for p in pilots) + f": {best['form']} kept"
-        pilots.sort(key=lambda p: p is not best)
-    chosen = pilots[0]["form"]
-    return {"form": chosen, "centered": list(RANDOM_EFFECTS if chosen == "centered" else ()),
-            "dense_mass": chosen == "centered", "pilots": pilots, "rule": rule}
+                         for p in pilots) + f": {chosen} kept"
+    return {"form": chosen, "centered": list(RANDOM_EFFECTS) if chosen == "centered" else [],
+            "dense_mass": chosen == "centered", "pilots": pilots, "weights": summary, "rule": rule}
+
+
+def _check_centred(centered: Any, design: GlmDesign, group_bias: bool) -> Any:
+    """``centered`` as :func:`fit_glm` takes it (a tuple of names or a mapping name -> centring
+    weights), checked; a ``ValueError`` names what is wrong."""
+    names = list(centered)
+    unknown = sorted(set(names) - set(RANDOM_EFFECTS))
+    if unknown:
+        raise ValueError(f"centered names effects of {RANDOM_EFFECTS}, got {unknown}")
+    if not isinstance(centered, dict):
+        return tuple(names)
+    k = design.n_groups - 1
+    shapes = {"gamma": (design.n_buckets,), "u": (design.n_buckets, k), "lambda": (k, design.X.shape[1])}
+    out = {}
+    for name, w in centered.items():
+        w = np.asarray(w, np.float64)
+        try:
+            np.broadcast_to(w, shapes[name])
+        except ValueError:
+            raise ValueError(f"centring weights of {name!r} must broadcast to its shape {shapes[name]}, got "
+                             f"{w.shape}") from None
+        if not np.all((w >= 0) & (w <= 1)):
+            raise ValueError(f"centring weights of {name!r} must be in [0, 1], got [{w.min():g}, {w.max():g}]")
+        out[name] = w.tolist()
+    return out
 
 
 def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
@@ -173,10 +262,11 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
     then the cells', and :func:`glm_tree` evaluates the pointwise log-likelihood per row of
     ``design``.
 
-    ``centered``: the random effects sampled as they are (a tuple of names in
-    :data:`RANDOM_EFFECTS`; default none: all non-centred), or ``"auto"``: :func:`choose_form`
-    picks the centred form with a dense mass matrix or the non-centred one by two short pilots
-    (then ``dense_mass`` is not yours to give). The fit's ``config["form"]`` records the choice,
+    ``centered``: the form of the random effects: a tuple of names in :data:`RANDOM_EFFECTS`
+    (those sampled as they are; default none: all non-centred), a mapping of names to centring
+    weights in [0, 1] (the partial form, e.g. from :func:`centring_weights`), or ``"auto"``:
+    :func:`choose_form` picks the form and the mass matrix by short pilots (then ``dense_mass``
+    is not yours to give). The fit's ``config["form"]`` records the choice,
     the pilots and the rule.
     """
     weights = None
@@ -187,26 +277,24 @@ def fit_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = D
     form: dict[str, Any]
     if isinstance(centered, str):
         if centered != "auto":
-            raise ValueError(f"centered must be 'auto' or a tuple of effect names in {RANDOM_EFFECTS}, got "
-                             f"{centered!r}")
+            raise ValueError(f"centered must be 'auto', a tuple of effect names in {RANDOM_EFFECTS} or a mapping "
+                             f"of them to centring weights, got {centered!r}")
         if "dense_mass" in nuts:
             raise TypeError("fit_glm(centered='auto') chooses dense_mass with the form; do not pass dense_mass")
         form = choose_form(design, group_bias=group_bias, priors=priors, weights=weights,
                            seed=int(nuts.get("seed", 0)), target_accept=float(nuts.get("target_accept", 0.9)),
                            progress_bar=bool(nuts.get("progress_bar", False)))
-        centered = tuple(form["centered"])
+        centered = form["centered"]
         nuts = {**nuts, "dense_mass": form["dense_mass"]}
     else:
-        centered = tuple(centered)
-        unknown = sorted(set(centered) - set(RANDOM_EFFECTS))
-        if unknown:
-            raise ValueError(f"centered names effects of {RANDOM_EFFECTS}, got {unknown}")
-        form = {"form": "noncentered" if not centered else "centered" if set(centered) == set(RANDOM_EFFECTS)
-                else "partly centered", "centered": list(centered), "dense_mass": nuts.get("dense_mass", False),
-                "rule": "given"}
+        centered = _check_centred(centered, design, group_bias)
+        name = ("partial" if isinstance(centered, dict) else "noncentered" if not centered
+                else "centered" if set(centered) == set(RANDOM_EFFECTS) else "partly centered")
+        form = {"form": name, "centered": centered if isinstance(centered, dict) else list(centered),
+                "dense_mass": nuts.get("dense_mass", False), "rule": "given"}
     model, args = build_glm(design, group_bias=group_bias, priors=priors, weights=weights, centered=centered)
     advice = (f"try: a higher target_accept (e.g. 0.99), more warm-up (num_warmup), another form of the random "
-              f"effects (this fit: {form['form']}, centred {list(centered) or 'none'}, dense mass "
+              f"effects (this fit: {form['form']}, centred {sorted(centered) or 'none'}, dense mass "
               f"{bool(nuts.get('dense_mass', False))}; centered='auto', (), or effects of {RANDOM_EFFECTS}, with "
               "dense_mass), or more draws (num_samples) for ESS")
     res = fit(model, *args, advice=advice, **nuts)

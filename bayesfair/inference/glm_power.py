@@ -215,7 +215,7 @@ def _share(hits: np.ndarray) -> dict[str, Any]:
 
 def glm_power(design: GlmDesign, point: dict[str, Any], key: Any, *, effects: Sequence[float] = (0.0, 0.25, 0.5),
               replicates: int = 20, group: Any = None, ci_prob: float = 0.9, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-              point_label: str = "given", estimand_draws: int = 1000, centered: tuple[str, ...] = (),
+              point_label: str = "given", estimand_draws: int = 1000, centered: Any = (),
               progress: Callable[[str], None] | None = None,
               checkpoint: Callable[[PowerResult], None] | None = None, **nuts: Any) -> PowerResult:
     """Coverage and power of the bias estimand's ``ci_prob`` interval on ``design`` (module docstring).
@@ -239,9 +239,9 @@ def glm_power(design: GlmDesign, point: dict[str, Any], key: Any, *, effects: Se
         The interval of :func:`~bayesfair.inference.glm_fit.bias_estimand` (equal-tailed).
     point_label : str
         How ``point`` was chosen (written to the result).
-    centered : tuple of str
-        The random effects the refits sample centred (:func:`~bayesfair.inference.glm_fit.fit_glm`;
-        default none).
+    centered : tuple of str, or mapping
+        The form the refits sample the random effects in (:func:`~bayesfair.inference.glm_fit.fit_glm`'s
+        ``centered``: the names centred, or their centring weights; default none centred).
     progress : callable, optional
         Called with a line after each refit.
     checkpoint : callable, optional
@@ -280,7 +280,7 @@ def glm_power(design: GlmDesign, point: dict[str, Any], key: Any, *, effects: Se
     if not isinstance(key, jax.Array):
         raise TypeError(f"key must be a JAX key (jax.random.key(seed)), got {type(key).__name__}")
     t_start = time.perf_counter()
-    model, _ = build_glm(design, priors=priors, centered=tuple(centered))
+    model, _ = build_glm(design, priors=priors, centered=centered)
     cache_key = ("bayesfair.inference.glm_power", repr(sorted(model.keywords.items())))
     ref = design.group_names[design.reference] if design.group_names else str(design.reference)
     truths, ys, seeds = [], [], []
@@ -295,8 +295,9 @@ def glm_power(design: GlmDesign, point: dict[str, Any], key: Any, *, effects: Se
 
     def result(done: int) -> PowerResult:
         rows = [_summary(effect, truths[i], recs[i], errors[i]) for i, effect in enumerate(effects)]
+        form = centered if isinstance(centered, dict) else list(centered)
         return PowerResult(rows, name, ref, scale, float(ci_prob), done, int(design.y.size), design.likelihood,
-                           {**nuts, "centered": list(centered)}, point_label, time.perf_counter() - t_start)
+                           {**nuts, "centered": form}, point_label, time.perf_counter() - t_start)
 
     for r in range(replicates):  # replicate by replicate across the effects: a partial run covers them all
         for i, effect in enumerate(effects):

@@ -20,10 +20,17 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
 - ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
   slope sd): shrunk together, separately from delta.
 
-Every random effect is non-centred (z-scores times their scale) unless ``centered`` names it among
-``gamma``, ``u``, ``lambda``: then it is sampled as it is. The two forms are one model; which one
-NUTS samples well depends on how much the data say (:func:`bayesfair.inference.glm_fit.choose_form`
-measures it; docs/mcmc.md). On the
+Every random effect is non-centred (z-scores times their scale, site ``<name>_z``) unless
+``centered`` gives it centring weights. A name in a tuple is weight 1: the effect is sampled as
+it is (site ``<name>``). A mapping ``{name: w}`` with w in [0, 1] (a number, or an array of the
+effect's shape) samples the partially non-centred coordinate of Papaspiliopoulos, Roberts &
+Skold (2007), the form of NumPyro's ``LocScaleReparam(centered=w)`` (site ``<name>_partial``):
+
+    v ~ N(0, scale^(2 w)),   effect = scale^(1 - w) v      (w = 0: non-centred, w = 1: centred)
+
+The forms are one model; which one NUTS samples well depends on how much the data say about each
+element of each effect (:func:`bayesfair.inference.glm_fit.choose_form` measures it;
+docs/mcmc.md). The deterministic site ``<name>`` holds the effect in every form. On the
 logit scale (Bernoulli, binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
 likelihoods every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
 centred at ``y_loc``. The paper's model (Section 3.1, Eq. 2: exchangeable arms, one s for every
@@ -57,7 +64,7 @@ import numpyro
 import numpyro.distributions as dist
 
 __all__ = ["GLM_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model", "check_glm_likelihood",
-           "expected_outcome"]
+           "expected_outcome", "row_information"]
 
 GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t")
 
@@ -110,20 +117,32 @@ def _obs_dist(likelihood: str, eta: Any, extra: dict[str, Any], n_trials: int):
     return dist.StudentT(extra["nu"], eta, extra["sigma"])
 
 
-def _effect(name: str, scale: Any, shape: list[int], centred: bool):
-    """N(0, scale^2) effects of ``shape``: sampled as they are (centred) or as z-scores times the
-    scale (non-centred; the z-scores are the site ``<name>_z``)."""
-    if centred:
-        return numpyro.sample(name, dist.Normal(0, scale).expand(shape).to_event(len(shape)))
-    z = numpyro.sample(f"{name}_z", dist.Normal(0, 1).expand(shape).to_event(len(shape)))
-    return numpyro.deterministic(name, scale * z)
+def _centring(centered: Any) -> dict[str, Any]:
+    """``centered`` (a tuple of effect names, or a mapping name -> weights) as name -> weights."""
+    if isinstance(centered, dict):
+        return dict(centered)
+    return {name: 1.0 for name in centered}
+
+
+def _effect(name: str, scale: Any, shape: list[int], weight: Any):
+    """N(0, scale^2) effects of ``shape``, sampled in the form of the centring ``weight`` (module
+    docstring; ``None``: non-centred)."""
+    w = None if weight is None else np.broadcast_to(np.asarray(weight, np.float64), shape)
+    n = len(shape)
+    if w is None or not w.any():
+        z = numpyro.sample(f"{name}_z", dist.Normal(0, 1).expand(shape).to_event(n))
+        return numpyro.deterministic(name, scale * z)
+    if (w == 1).all():
+        return numpyro.sample(name, dist.Normal(0, scale).expand(shape).to_event(n))
+    v = numpyro.sample(f"{name}_partial", dist.Normal(0, scale ** w).to_event(n))
+    return numpyro.deterministic(name, scale ** (1.0 - w) * v)
 
 
 def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any = None, *, n_groups: int,
                     n_buckets: int,
                     reference: int = 0, likelihood: str = "bernoulli", n_trials: int = 9,
                     n_levels: int | None = None, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-                    y_loc: float = 0.0, y_scale: float = 1.0, centered: tuple[str, ...] = ()) -> None:
+                    y_loc: float = 0.0, y_scale: float = 1.0, centered: Any = ()) -> None:
     """NumPyro model of the module docstring. ``group``, ``bucket`` int ``[N]``; ``X [N, d]``.
 
     ``weights [N]`` (optional, > 0): row n stands for ``weights[n]`` identical observations (same
@@ -131,6 +150,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
     the expanded data exactly (:func:`bayesfair.inference.glm_fit.compress_design` builds them).
     """
     d = X.shape[1]
+    weight = _centring(centered)
     others = [g for g in range(n_groups) if g != reference]
     slot = np.full(n_groups, -1, np.int64)
     slot[others] = np.arange(len(others))
@@ -142,7 +162,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         alpha = numpyro.sample("alpha", dist.Normal(y_loc if cont else 0.0, priors.intercept_sd * sc))
         eta = eta + alpha
     sigma_bucket = numpyro.sample("sigma_bucket", dist.HalfNormal(priors.bucket_sd * sc))
-    gamma = _effect("gamma", sigma_bucket, [n_buckets], "gamma" in centered)
+    gamma = _effect("gamma", sigma_bucket, [n_buckets], weight.get("gamma"))
     beta = numpyro.sample("beta", dist.Normal(0, slope_sd * sc).expand([d]).to_event(1))
     # Bucket and group effects as one-hot products, not gathers (the gradient of a gather is a
     # scatter-add over the rows, slow on CPU) and one pass over X for beta and lambda: on all
@@ -155,9 +175,9 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         k = len(others)
         delta = numpyro.sample("delta", dist.Normal(0, priors.shift_sd * sc).expand([k]).to_event(1))
         sigma_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.u_sd * sc))
-        u = _effect("u", sigma_u, [n_buckets, k], "u" in centered)
+        u = _effect("u", sigma_u, [n_buckets, k], weight.get("u"))
         s_slope = numpyro.sample("s_slope", dist.HalfNormal(slope_sd * sc))
-        lam = _effect("lambda", s_slope, [k, d], "lambda" in centered)
+        lam = _effect("lambda", s_slope, [k, d], weight.get("lambda"))
         onehot_g = jax.nn.one_hot(jnp.asarray(slot)[group], k, dtype=X.dtype)  # the reference's rows: all 0
         xw = X @ jnp.concatenate([beta[:, None], lam.T], axis=1)  # one pass over X for beta and lambda
         eta = eta + xw[:, 0] + onehot_g @ delta + jnp.sum(onehot_g * (onehot_b @ u + xw[:, 1:]), axis=-1)
@@ -201,3 +221,19 @@ def expected_outcome(likelihood: str, eta: np.ndarray, *, n_trials: int = 9, cut
         return above.sum(-1)
     p = 1.0 / (1.0 + np.exp(-eta))
     return p if likelihood == "bernoulli" else n_trials * p
+
+
+def row_information(likelihood: str, eta: Any, y: Any, *, n_trials: int = 9, **extra: Any) -> np.ndarray:
+    """-d^2/d eta^2 log p(y_n | eta_n): the observed information of each row about its linear
+    predictor, ``[D, N]`` for ``eta [D, N]`` (D posterior draws; ``y [N]``). ``extra``: the
+    likelihood's other parameters as :func:`group_glm_model` names them (``phi``, ``sigma``,
+    ``nu`` ``[D]``; ``cutpoints [D, K-1]``)."""
+    def logp(e, yy, ex):
+        return _obs_dist(likelihood, e, ex, n_trials).log_prob(yy)
+
+    per_row = jax.vmap(jax.grad(jax.grad(logp)), in_axes=(0, 0, None))  # rows of one draw
+    with jax.enable_x64(True):
+        y = jnp.asarray(y).astype(jnp.int32) if likelihood == "ordered_logistic" else jnp.asarray(y, jnp.float64)
+        h = jax.vmap(per_row, in_axes=(0, None, 0))(jnp.asarray(eta, jnp.float64), y,
+                                                    {k: jnp.asarray(v, jnp.float64) for k, v in extra.items()})
+    return -np.asarray(h)

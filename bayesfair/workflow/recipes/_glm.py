@@ -4,7 +4,8 @@ The model is :func:`bayesfair.posteriors.group_glm.group_glm_model` (a level shi
 prior, a bucket effect shared across groups, a group-by-bucket deviation, slope differences
 shrunk separately); the fit is :func:`bayesfair.inference.glm_fit.fit_glm` (NUTS, 4 chains,
 float64, target acceptance 0.95, the random effects centred with a dense mass matrix or
-non-centred as two short pilots measure: ``--glm-form``). Outputs in ``--out``:
+non-centred as two short pilots measure: ``--glm-form``; the fit without bias reuses the
+choice). Outputs in ``--out``:
 
 - ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior,
   sample_stats, log_likelihood, posterior_predictive, observed_data);
@@ -110,6 +111,18 @@ def calibration_figure(tree: Any, path: Any, title: str) -> None:
     plt.close("all")
 
 
+def _without_bias_form(nuts: dict[str, Any], f1: Any) -> dict[str, Any]:
+    """The NUTS settings of the fit without bias: with ``centered="auto"``, the form the pilots chose
+    for the fit with bias, restricted to gamma (the only random effect left), so its pilots do not
+    run twice."""
+    if nuts.get("centered") != "auto":
+        return nuts
+    form = f1.config["form"]
+    c = form["centered"]
+    gamma = {k: v for k, v in c.items() if k == "gamma"} if isinstance(c, dict) else [e for e in c if e == "gamma"]
+    return {**nuts, "centered": gamma, "dense_mass": form["dense_mass"]}
+
+
 def _one(args: argparse.Namespace, table: Any, likelihood: str, y: Any, keep: Any, nuts: dict[str, Any],
          compare: bool) -> dict[str, Any]:
     design = glm_design(table, likelihood=likelihood, y=y, keep=keep, rows=args.rows, seed=args.seed, n_trials=9,
@@ -122,7 +135,7 @@ def _one(args: argparse.Namespace, table: Any, likelihood: str, y: Any, keep: An
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         f1 = fit_glm(design, **nuts)
-        f0 = fit_glm(design, group_bias=False, **nuts) if compare else None
+        f0 = fit_glm(design, group_bias=False, **_without_bias_form(nuts, f1)) if compare else None
     tree = glm_tree(f1, design, seed=args.seed)
     out = {"design": design, "fit": f1, "fit0": f0, "tree": tree, "checks": check_fit(tree, design),
            "estimand": bias_estimand(f1, design, ci_prob=CI_PROB),
@@ -213,7 +226,9 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
           f"d={design.X.shape[1]}; model glm, likelihood {args.likelihood} ({note}); NUTS {args.chains} x "
           f"({args.warmup} + {args.samples}) in {f1.seconds:.1f} s")
     form = f1.config["form"]
-    print(f"random effects: {form['form']}, dense mass {bool(form['dense_mass'])} ({form['rule']})")
+    weights = "; centring weights " + ", ".join(f"{k} {w['min']:.2f}-{w['max']:.2f}" for k, w in
+                                                form["weights"].items()) if "weights" in form else ""
+    print(f"random effects: {form['form']}, dense mass {bool(form['dense_mass'])} ({form['rule']}{weights})")
     print(f"convergence (with bias): {f1.convergence.message}")
     if main["fit0"] is not None:
         print(f"convergence (without bias): {main['fit0'].convergence.message}")

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, design: Any, fit_: Any, out: Path, title: str,
     form = fit_.config.get("form", {})  # the refits sample in the form chosen for the recipe's fit
     nuts = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains,
                 target_accept=args.target_accept, dense_mass=bool(form.get("dense_mass", args.dense_mass)),
-                centered=tuple(form.get("centered", ())))
+                centered=form.get("centered", ()))
     print(f"power study: {len(args.power_effects)} effect sizes x {args.power_reps} replicates, "
           f"generating point: the posterior mean of the fit"
           + ("" if fit_.converged else " (WARNING: the fit did NOT converge, so the point is uncertain)"), flush=True)
