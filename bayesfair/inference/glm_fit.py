@@ -178,30 +178,35 @@ def _pilot(design: GlmDesign, form: str, centered: Any, dense: bool, *, group_bi
 
 def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
                 weights: Any = None, seed: int = 0, target_accept: float = 0.9, pilot_warmup: int = 150,
-                pilot_draws: int = 50, accept_steps: float = 48.0, progress_bar: bool = False) -> dict[str, Any]:
+                pilot_draws: int = 50, accept_steps: float = 48.0, centre_weight: float = 0.9,
+                progress_bar: bool = False) -> dict[str, Any]:
     """The form of the GLM's random effects NUTS samples best on ``design``, by measurement.
 
-    Two forms of the same posterior: **centred** (:data:`RANDOM_EFFECTS` sampled as they are,
-    with a dense mass matrix) and **non-centred** (their z-scores, diagonal mass). Which one
-    samples well depends on how much the data say about the effects: many rows pin them down,
-    and then the non-centred z-scores and their scale are tightly coupled (on all 18,310 COMPAS
-    rows ~470 leapfrog steps per draw at a step size of 0.012, against ~33 steps at 0.23 centred
-    with dense mass); few rows leave the centred effects in a funnel with their scale.
+    Three forms of the same posterior: **centred** (:data:`RANDOM_EFFECTS` sampled as they are,
+    with a dense mass matrix), **non-centred** (their z-scores, diagonal mass) and **split**
+    (each element centred if its :func:`centring_weights` weight is at least ``centre_weight``,
+    else non-centred; dense mass). Which one samples well depends on how much the data say about
+    the effects: many rows pin them down, and then the non-centred z-scores and their scale are
+    tightly coupled (on all 18,310 COMPAS rows ~470 leapfrog steps per draw at a step size of
+    0.012, against ~33 steps at 0.23 centred with dense mass); few rows leave the centred effects
+    in a funnel with their scale; one table can have both (on all Adult-by-sex rows the five u are
+    weakly informed next to their small scale, weights 0.36-0.82, while gamma is pinned down).
 
-    The rule: a pilot of one chain (``pilot_warmup`` + ``pilot_draws``) of the centred form; it is
-    kept if its draws took at most ``accept_steps`` leapfrog steps on average and none diverged
-    (the non-centred pilot is the expensive one exactly when the centred form is cheap, and
-    skipping it then costs at most ``accept_steps`` steps per draw). Otherwise the non-centred
-    form gets the same pilot and the form with fewer steps per draw among those without
-    divergences is kept (with divergences in both, the fewer steps).
+    The rule, with pilots of one chain (``pilot_warmup`` + ``pilot_draws``): the centred pilot
+    first; its draws give the weights. If every weight is on one side of ``centre_weight`` and
+    the pilot took at most ``accept_steps`` leapfrog steps per draw without a divergence, the
+    centred form is kept (the non-centred pilot is the expensive one exactly when the centred
+    form is cheap). If the weights are on both sides, the split form gets a pilot and is kept on
+    the same test. Otherwise the non-centred form gets a pilot too, and the form with the fewest
+    steps per draw among the pilots without divergences is kept (with divergences in all, the
+    fewest steps).
 
-    The partial form (each element centred by its :func:`centring_weights`) is not a candidate:
-    on all Adult-by-sex rows it took half the centred form's steps per draw but diverged more
-    (docs/mcmc.md), and a 50-draw pilot after 150 warm-up iterations, its dense mass matrix
-    adapted from a few dozen draws, ranked it wrongly. The centred pilot's draws still give the
-    weights, recorded as a diagnostic of how much the data say about each effect.
+    The continuous partial form (``centered=centring_weights(...)``) is not a candidate: on all
+    Adult-by-sex rows it took half the centred form's steps per draw but diverged more
+    (docs/mcmc.md).
 
-    Returns ``{"form": "centered" or "noncentered", "centered": the effects to centre (a list),
+    Returns ``{"form": "centered", "split" or "noncentered", "centered": what :func:`fit_glm`
+    takes as ``centered`` (a list of names, or a mapping name -> 0/1 weights as nested lists),
     "dense_mass": bool, "pilots": [per pilot: form, mean_steps, divergences, step_size, seconds],
     "weights": the centring weights' min / median / max per effect, "rule": the reason in
     words}``.
@@ -212,18 +217,33 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
     cw = centring_weights(_flat(f, pilot_draws), design, weights=weights)
     summary = {k: {"min": float(v.min()), "median": float(np.median(v)), "max": float(v.max())} for k, v in cw.items()}
     pilots = [first]
-    if first["divergences"] == 0 and first["mean_steps"] <= accept_steps:
+    split = {k: (v >= centre_weight).astype(np.float64) for k, v in cw.items()}
+    mixed = any(v.any() for v in split.values()) and not all(v.all() for v in split.values())
+    forms = {"centered": (list(RANDOM_EFFECTS), True), "noncentered": ([], False),
+             "split": ({k: v.tolist() for k, v in split.items()}, True)}
+
+    def quick(p: dict[str, Any]) -> bool:
+        return p["divergences"] == 0 and p["mean_steps"] <= accept_steps
+
+    if not mixed and quick(first):
         chosen = "centered"
         rule = (f"the centred pilot took {first['mean_steps']:.0f} <= {accept_steps:g} leapfrog steps per draw "
                 "without a divergence")
     else:
-        pilots.append(_pilot(design, "noncentered", (), False, **kw)[0])
-        ok = [p for p in pilots if p["divergences"] == 0] or pilots
-        chosen = min(ok, key=lambda p: p["mean_steps"])["form"]
-        rule = "; ".join(f"{p['form']} pilot {p['mean_steps']:.0f} steps per draw, {p['divergences']} divergences"
-                         for p in pilots) + f": {chosen} kept"
-    return {"form": chosen, "centered": list(RANDOM_EFFECTS) if chosen == "centered" else [],
-            "dense_mass": chosen == "centered", "pilots": pilots, "weights": summary, "rule": rule}
+        if mixed:
+            pilots.append(_pilot(design, "split", *forms["split"], **kw)[0])
+        if mixed and quick(pilots[-1]):
+            chosen = "split"
+            rule = (f"some centring weights are below {centre_weight:g}; the split pilot took "
+                    f"{pilots[-1]['mean_steps']:.0f} <= {accept_steps:g} leapfrog steps per draw without a divergence")
+        else:
+            pilots.append(_pilot(design, "noncentered", (), False, **kw)[0])
+            ok = [p for p in pilots if p["divergences"] == 0] or pilots
+            chosen = min(ok, key=lambda p: p["mean_steps"])["form"]
+            rule = "; ".join(f"{p['form']} pilot {p['mean_steps']:.0f} steps per draw, {p['divergences']} "
+                             "divergences" for p in pilots) + f": {chosen} kept"
+    return {"form": chosen, "centered": forms[chosen][0], "dense_mass": forms[chosen][1], "pilots": pilots,
+            "weights": summary, "rule": rule}
 
 
 def _check_centred(centered: Any, design: GlmDesign, group_bias: bool) -> Any:

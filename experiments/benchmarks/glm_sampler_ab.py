@@ -9,7 +9,8 @@ estimand's posterior mean and sd (the variants must agree within Monte Carlo err
 (dense mass matrix), ``c:gamma+u`` (those effects centred; any of gamma, u, lambda), parts joined
 by commas (``c:gamma+u+lambda,dense``, ``auto,ta:0.95``), ``ta:0.95`` for a target acceptance,
 ``partial`` (every effect centred by the centring weights of a one-chain centred pilot, dense
-mass; the pilot is not counted in the seconds) and ``auto``
+mass; the pilot is not counted in the seconds), ``partial:0.9`` (each element centred if its weight
+is at least 0.9, else non-centred) and ``auto``
 (``centered="auto"``: the form :func:`~bayesfair.inference.glm_fit.choose_form` picks, printed with
 its rule and the centring weights; its pilots are not counted in the seconds).
 
@@ -68,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         for part in v.split(","):
             if part == "auto":
                 continue
-            if part == "partial":
-                kw["centered"] = partial_weights(des, a.seed)
+            if part.startswith("partial"):
+                w = partial_weights(des, a.seed)
+                if part.startswith("partial:"):  # each element centred or not: weight >= the threshold
+                    cut = float(part.removeprefix("partial:"))
+                    w = {k: (np.asarray(v) >= cut).astype(float).tolist() for k, v in w.items()}
+                kw["centered"] = w
                 kw["dense_mass"] = True
                 continue
             if part.startswith("c:"):
