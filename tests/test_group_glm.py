@@ -168,6 +168,21 @@ def test_choose_form_centres_effects_that_many_rows_pin_down():
         assert all(kept["mean_steps"] <= p["mean_steps"] for p in small["pilots"] if p["divergences"] == 0)
 
 
+def test_choose_form_pilots_the_split_form_when_weights_fall_on_both_sides():
+    """300 rows: gamma and lambda are well informed and u less so, so with the threshold between
+    them the split pilot runs, and its form centres exactly the elements at or above it."""
+    from bayesfair.inference.glm_fit import choose_form
+
+    des = _shift_design(300, 0)
+    res = choose_form(des, centre_weight=0.8, accept_steps=0)  # every pilot, to see the split one
+    assert [p["form"] for p in res["pilots"]] == ["centered", "split", "noncentered"]
+    assert res["weights"]["u"]["max"] < 0.8 <= res["weights"]["gamma"]["min"], res["weights"]
+    none = choose_form(des, centre_weight=0.0, accept_steps=1e9)  # every weight above: no split pilot
+    assert [p["form"] for p in none["pilots"]] == ["centered"] and none["form"] == "centered"
+    if res["form"] == "split":
+        assert res["centered"]["gamma"] == [1.0] * 4 and res["centered"]["u"] == [[0.0]] * 4
+
+
 def test_partial_form_is_the_same_model_up_to_its_jacobian():
     """theta = s^(1 - w) v: the partial form's log density at v is the centred one at theta plus
     sum (1 - w) log s over every element of every effect (exact, at random points and random

@@ -3,9 +3,9 @@
 The model is :func:`bayesfair.posteriors.group_glm.group_glm_model` (a level shift with its own
 prior, a bucket effect shared across groups, a group-by-bucket deviation, slope differences
 shrunk separately); the fit is :func:`bayesfair.inference.glm_fit.fit_glm` (NUTS, 4 chains,
-float64, target acceptance 0.95, the random effects centred with a dense mass matrix or
-non-centred as two short pilots measure: ``--glm-form``; the fit without bias reuses the
-choice). Outputs in ``--out``:
+float64, target acceptance 0.95, the random effects centred, split or non-centred as short
+pilots measure: ``--glm-form``, :func:`~bayesfair.inference.glm_fit.choose_form`; the fit
+without bias reuses the choice). Outputs in ``--out``:
 
 - ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior,
   sample_stats, log_likelihood, posterior_predictive, observed_data);

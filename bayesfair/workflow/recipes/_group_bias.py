@@ -127,8 +127,8 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
                    help="(old flag) psi centred, beta by the rule")
     p.add_argument("--dense-mass", action="store_true", help="dense NUTS mass matrix")
     p.add_argument("--glm-form", choices=("auto", "centered", "noncentered"), default="auto",
-                   help="--model glm: how NUTS samples the random effects (%(default)s: two short pilots pick the "
-                        "centered form with a dense mass matrix or the non-centered one, "
+                   help="--model glm: how NUTS samples the random effects (%(default)s: short pilots pick the "
+                        "centered form with a dense mass matrix, a split one or the non-centered one, "
                         "bayesfair.inference.glm_fit.choose_form; centered: with a dense mass matrix)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="NUTS progress bars on stderr (default: when stderr is a terminal)")
