@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -276,3 +278,25 @@ def test_fit_glm_records_the_form_and_refuses_contradictions():
         fit_glm(des, centered=("beta",))
     with pytest.raises(TypeError, match="do not pass dense_mass"):
         fit_glm(des, centered="auto", dense_mass=True)
+
+
+def test_glm_tree_keeps_every_draw_of_the_posterior_and_its_sample_stats():
+    """The written tree's posterior and sample_stats are the fit's, every draw (its divergence
+    count is the fit's own); only the per-row groups are thinned, labelled by the kept draws."""
+    import arviz as az
+
+    from bayesfair.inference.glm_fit import glm_tree
+
+    des = _shift_design(80, 4)
+    f = fit_glm(des, num_warmup=8, num_samples=150, num_chains=2, seed=1, warn=False)
+    tree = glm_tree(f, des, draws=60)
+    assert tree["posterior"].sizes["draw"] == 150 and tree["sample_stats"].sizes["draw"] == 150
+    div = np.asarray(f.sample_stats["diverging"])
+    assert int(tree["sample_stats"]["diverging"].sum()) == int(div.sum()) == f.convergence.divergences
+    np.testing.assert_array_equal(tree["posterior"]["delta"].values, np.asarray(f.samples["delta"]))
+    kept = tree["log_likelihood"]["draw"].values
+    np.testing.assert_array_equal(kept, np.arange(0, 150, 5))
+    assert tree["posterior_predictive"]["y"].shape == (2, kept.size, 80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pareto k of 80 rows and 60 draws
+        assert np.isfinite(az.loo(tree).elpd)

@@ -387,9 +387,11 @@ def bias_estimand(fit_: Fit, design: GlmDesign, *, draws: int = 1000, ci_prob: f
 
 
 def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
-    """ArviZ DataTree of a GLM fit: ``posterior``, ``sample_stats``, ``log_likelihood`` (pointwise,
-    from the observed site), ``posterior_predictive`` and ``observed_data`` (``draws`` draws
-    kept, evenly thinned, so the tree fits in memory at 45,000 rows), ``constant_data`` (group)."""
+    """ArviZ DataTree of a GLM fit: ``posterior`` and ``sample_stats`` with every draw (so the
+    divergences, step sizes and tree depths in the file are the fit's own), ``log_likelihood``
+    (pointwise, from the observed site) and ``posterior_predictive`` on about ``draws`` draws,
+    evenly thinned so the tree fits in memory at 45,000 rows (their ``draw`` coordinate holds the
+    kept draws' indices), ``observed_data`` and ``constant_data`` (group)."""
     import arviz_base  # arviz's data layer, heavy at import
     import xarray as xr
     from numpyro.infer import Predictive
@@ -408,14 +410,15 @@ def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
     pp = np.asarray(pp).reshape(c, k, -1)
     ll = np.asarray(ll).reshape(c, k, -1)
     obs = ("chain", "draw", "obs")
-    post = arviz_base.dict_to_dataset(kept, sample_dims=["chain", "draw"])
-    stats = {kk: np.asarray(v)[:, ::thin] for kk, v in fit_.sample_stats.items()
-             if np.asarray(v).shape[:2] == (c, n)}
+    post = arviz_base.dict_to_dataset(s, sample_dims=["chain", "draw"])
+    stats = {kk: np.asarray(v) for kk, v in fit_.sample_stats.items() if np.asarray(v).shape[:2] == (c, n)}
+    thinned = {"chain": np.arange(c), "draw": np.arange(n)[::thin]}
     tree = xr.DataTree.from_dict({
         "posterior": post,
-        "sample_stats": xr.Dataset({kk: (("chain", "draw"), v) for kk, v in stats.items()}),
-        "log_likelihood": xr.Dataset({"y": (obs, ll)}),
-        "posterior_predictive": xr.Dataset({"y": (obs, pp)}),
+        "sample_stats": xr.Dataset({kk: (("chain", "draw"), v) for kk, v in stats.items()},
+                                   coords={"chain": np.arange(c), "draw": np.arange(n)}),
+        "log_likelihood": xr.Dataset({"y": (obs, ll)}, coords=thinned),
+        "posterior_predictive": xr.Dataset({"y": (obs, pp)}, coords=thinned),
         "observed_data": xr.Dataset({"y": ("obs", np.asarray(design.y))}),
         "constant_data": xr.Dataset({"group": ("obs", np.asarray(design.group))}),
     })

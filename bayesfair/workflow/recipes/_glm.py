@@ -7,8 +7,9 @@ float64, target acceptance 0.95, the random effects centred, split or non-centre
 pilots measure: ``--glm-form``, :func:`~bayesfair.inference.glm_fit.choose_form`; the fit
 without bias reuses the choice). Outputs in ``--out``:
 
-- ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior,
-  sample_stats, log_likelihood, posterior_predictive, observed_data);
+- ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior and
+  sample_stats with every draw; log_likelihood and posterior_predictive on 400 thinned draws;
+  observed_data);
 - ``bias_estimand.csv``: per non-reference group the average counterfactual difference on the
   outcome's scale (mean, sd, 90% interval, P(> 0)); conditioning on mediators makes it a direct
   effect;
