@@ -228,7 +228,12 @@ def test_dry_run_fits_nothing_and_says_what_power_would_run(tmp_path, monkeypatc
     assert "dry run, nothing fitted): 500 of 18,310 rows" in text
     assert "effects delta = 0, 0.5" in text and "7 replicates each: 14 more NUTS fits of 2 x (1000 + 1000)" in text
     _recipe("compas_group_bias").main(["--dry-run", "--out", str(out)])
-    assert "power study: off" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "power study: off" in text and "target_accept 0.99" in text  # COMPAS's own default for --model glm
+    _recipe("compas_group_bias").main(["--dry-run", "--model", "paper", "--out", str(out)])
+    assert "target_accept 0.9;" in capsys.readouterr().out
+    _recipe("compas_group_bias").main(["--dry-run", "--target-accept", "0.8", "--out", str(out)])
+    assert "target_accept 0.8, random effects auto" in capsys.readouterr().out
 
 
 def test_a_recipe_s_exit_message_is_printed_by_bayesfair_fit(tmp_path, capsys):

@@ -95,7 +95,7 @@ def form_label(pz: dict) -> str:
 
 def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chains: int = 4,
            target_accept: float | None = None, likelihood: str = "gaussian", glm_likelihood: str = "gaussian",
-           out: Path | None = None) -> argparse.ArgumentParser:
+           glm_target_accept: float | None = None, out: Path | None = None) -> argparse.ArgumentParser:
     """The flags every recipe has (a recipe may add its own before calling :func:`run`)."""
     p = argparse.ArgumentParser(prog=name, description=doc.strip().splitlines()[0])
     p.add_argument("--out", type=Path, default=out if out is not None else default_out(name),
@@ -106,9 +106,10 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
     p.add_argument("--rows", type=int, default=None, help="fit a random subsample of this many rows (default: all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the subsample and of NUTS (%(default)s)")
     p.add_argument("--target-accept", type=float, default=target_accept,
-                   help="NUTS target acceptance probability in (0, 1) (default: 0.95 with --model glm, whose "
-                        "centred random effects on a large table need the smaller steps; 0.9 with --model paper; "
-                        "higher: smaller steps, fewer divergences)")
+                   help="NUTS target acceptance probability in (0, 1) (default: "
+                        f"{glm_target_accept or TARGET_ACCEPT['glm']} with --model glm, whose centred random effects "
+                        "on a large table need the smaller steps; 0.9 with --model paper; higher: smaller steps, "
+                        "fewer divergences)")
     p.add_argument("--model", choices=("glm", "paper"), default="glm",
                    help="glm (default): the hierarchical GLM of bayesfair.posteriors.group_glm (a level shift with "
                         "its own prior, a bucket effect shared by the groups); paper: the biased-feedback paper's "
@@ -324,23 +325,28 @@ def run(argv: list[str] | None, *, name: str, doc: str, build: Callable[[argpars
         add_args: Callable[[argparse.ArgumentParser], None] | None = None, title: str | None = None,
         likelihood: str = "gaussian",
         response: Callable[[Any, argparse.Namespace], tuple[Any, Any, str]] | None = None,
-        out: Path | None = None, glm_likelihood: str = "gaussian", glm_likelihoods: tuple[str, ...] = ()) -> int:
+        out: Path | None = None, glm_likelihood: str = "gaussian", glm_likelihoods: tuple[str, ...] = (),
+        glm_target_accept: float | None = None) -> int:
     """Parse ``argv``, build the table with ``build(args) -> (BiasedTable, description)``, fit, write, print.
 
     ``description`` (JSON-friendly) goes into ``summary.json["data"]``; it should name the reward,
     the arms, the groups and the reference group. ``likelihood`` is the recipe's default
     ``--likelihood``; ``response(table, args) -> (y, keep, note)`` gives the modelled outcome for
     ``args.likelihood`` (default: the table's rewards); ``out`` the default ``--out``
-    (:func:`default_out` if not given). Returns the exit code (0).
+    (:func:`default_out` if not given); ``glm_target_accept`` the default ``--target-accept`` of
+    ``--model glm`` where the data need another than :data:`TARGET_ACCEPT`'s. Returns the exit code (0).
     """
     import warnings
 
-    p = parser(name, doc, likelihood=likelihood, glm_likelihood=glm_likelihood, out=out)
+    p = parser(name, doc, likelihood=likelihood, glm_likelihood=glm_likelihood, glm_target_accept=glm_target_accept,
+               out=out)
     if add_args is not None:
         add_args(p)
     args = p.parse_args(argv)
     if args.likelihood is None:
         args.likelihood = glm_likelihood if args.model == "glm" else likelihood
+    if args.target_accept is None and args.model == "glm" and glm_target_accept is not None:
+        args.target_accept = glm_target_accept
     args.default_out = p.get_default("out")  # a recipe may refine the default folder (Adult: per grouping)
     check_args(p, args)
     t0 = time.perf_counter()  # the data folder: bayesfair.datasets.cache_dir(), the one rule
