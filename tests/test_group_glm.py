@@ -176,13 +176,19 @@ def test_choose_form_pilots_the_split_form_when_weights_fall_on_both_sides():
     from bayesfair.inference.glm_fit import choose_form
 
     des = _shift_design(300, 0)
-    res = choose_form(des, centre_weight=0.8, accept_steps=0)  # every pilot, to see the split one
+    res = choose_form(des, centre_weight=0.8, accept_steps=0, split_steps=0)  # every pilot, to see the split one
     assert [p["form"] for p in res["pilots"]] == ["centered", "split", "noncentered"]
     assert res["weights"]["u"]["max"] < 0.8 <= res["weights"]["gamma"]["min"], res["weights"]
     none = choose_form(des, centre_weight=0.0, accept_steps=1e9)  # every weight above: no split pilot
     assert [p["form"] for p in none["pilots"]] == ["centered"] and none["form"] == "centered"
     if res["form"] == "split":
         assert res["centered"]["gamma"] == [1.0] * 4 and res["centered"]["u"] == [[0.0]] * 4
+    kept = choose_form(des, centre_weight=0.8, accept_steps=0)  # a split pilot without a divergence is kept
+    assert [p["form"] for p in kept["pilots"]][:2] == ["centered", "split"]
+    assert (kept["form"] == "split") == (kept["pilots"][1]["divergences"] == 0), kept
+    if kept["form"] == "split":
+        assert len(kept["pilots"]) == 2 and "had no divergence" in kept["rule"]
+        assert kept["centered"]["gamma"] == [1.0] * 4 and kept["centered"]["u"] == [[0.0]] * 4
 
 
 def test_partial_form_is_the_same_model_up_to_its_jacobian():
