@@ -4,8 +4,8 @@ The model is :func:`bayesfair.posteriors.group_glm.group_glm_model` (a level shi
 prior, a bucket effect shared across groups, a group-by-bucket deviation, slope differences
 shrunk separately); the fit is :func:`bayesfair.inference.glm_fit.fit_glm` (NUTS, 4 chains,
 float64, target acceptance 0.95 unless the recipe sets its own (COMPAS: 0.99), the random
-effects centred, split or non-centred as short pilots measure: ``--glm-form``, :func:`~bayesfair.inference.glm_fit.choose_form`; the fit
-without bias reuses the choice). Outputs in ``--out``:
+effects centred, split or non-centred as short pilots measure: ``--glm-form``,
+:func:`~bayesfair.inference.glm_fit.choose_form`; the fit without bias reuses the choice). Outputs in ``--out``:
 
 - ``posterior.nc``: the DataTree of :func:`~bayesfair.inference.glm_fit.glm_tree` (posterior and
   sample_stats with every draw; log_likelihood and posterior_predictive on 400 thinned draws;
