@@ -197,6 +197,43 @@ def test_adult_table_follows_the_documented_choices():
         adult.adult_table("sex", df=df.drop(columns="hours-per-week"))
 
 
+def test_family_income_glm_table_logs_the_money_and_one_hots_the_codes(monkeypatch):
+    """The family-income GLM context: every money column (and the floor area) as log1p of the
+    survey's amount, the other numeric columns as they are, each nominal column as one-hot levels
+    (baseline: the most frequent; levels under min_level_rows merged), the paper's rows, groups,
+    buckets and reward."""
+    if not RECIPES["family_income_group_bias"].exists():
+        pytest.skip(f"data for family_income_group_bias not found under {DATA}")
+    monkeypatch.setenv("BAYESFAIR_DATA", str(DATA))
+    from bayesfair.datasets import load_family_income
+    from bayesfair.environments.biased import family_income_table
+    from bayesfair.workflow.recipes import family_income_group_bias as fi
+
+    df = load_family_income()
+    table = fi.glm_table(df=df, min_level_rows=50)
+    paper = family_income_table(df=df)
+    np.testing.assert_array_equal(table.group, paper.group)
+    np.testing.assert_array_equal(table.bucket, paper.bucket)
+    np.testing.assert_allclose(table.rewards, paper.rewards)
+    names = list(table.feature_names)
+    cats = paper.info["categorical_columns"]
+    money = [c for c in paper.feature_names if any(m in c for m in fi.MONEY)]
+    assert len(money) >= 20 and "Household Head Occupation" in cats and "Region" in cats
+    for c in [*money, "House Floor Area"]:
+        j = names.index(f"log1p({c})")
+        z = np.log1p(df[c].to_numpy(np.float64))
+        np.testing.assert_allclose(table.features[:, j], (z - z.mean()) / z.std(), atol=1e-8)
+        assert c not in names
+    for c in cats:
+        assert c not in names
+        counts = df[c].astype(str).value_counts()
+        kept = [n[len(c) + 1:] for n in names if n.startswith(f"{c}=")]
+        assert counts.index[0] not in kept  # the baseline has no column
+        assert all(counts.get(level, 0) >= 50 for level in kept if level != "other")
+        assert sorted(table.info["merged_levels"].get(c, [])) == sorted(counts.index[counts < 50])
+    assert names[-1] == "intercept" and table.features.shape == (41_544, len(names))
+
+
 # ------------------------------------------------------------------------------ recipe entry points
 
 

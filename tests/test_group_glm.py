@@ -22,6 +22,7 @@ def test_expected_outcome_matches_monte_carlo():
     assert np.all(np.abs(expected_outcome("ordered_logistic", eta, cutpoints=cut) - mc) < 5 * se)
     np.testing.assert_allclose(expected_outcome("binomial", eta, n_trials=9), 9 / (1 + np.exp(-eta)))
     np.testing.assert_allclose(expected_outcome("student_t", eta), eta)
+    np.testing.assert_allclose(expected_outcome("skew_t", eta), eta)  # its location: E[y] - eta is one constant
 
 
 def test_check_glm_likelihood_names_the_problem():
@@ -72,9 +73,9 @@ def test_a_known_bias_is_recovered_over_seeds():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("likelihood,kw", [("bernoulli", {}), ("binomial", {"n_trials": 9}),
-                                           ("ordered_logistic", {"n_levels": 5})])
+                                           ("ordered_logistic", {"n_levels": 5}), ("skew_t", {})])
 def test_glm_nuts_sbc(likelihood, kw):
-    """SBC of the GLM's NUTS fit for the Bernoulli, binomial and ordered-logistic forms on a tiny
+    """SBC of the GLM's NUTS fit for the Bernoulli, binomial, ordered-logistic and skew-t forms on a tiny
     design (120 rows, 2 groups x 2 buckets, d = 2), 8 replications each (about 1 min each on a loaded
     2-core machine): ``SBCResult.passed``
     (rank-uniformity tests at family-wise alpha = 1e-3, so a correct fitter fails this test with
@@ -87,8 +88,9 @@ def test_glm_nuts_sbc(likelihood, kw):
     rng = np.random.default_rng(7)
     n = 120
     top = kw.get("n_trials", kw.get("n_levels", 2) - 1)
+    y = rng.normal(size=n) if likelihood == "skew_t" else rng.integers(0, top + 1, n).astype(float)
     des = GlmDesign(rng.integers(0, 2, n).astype(np.int32), rng.integers(0, 2, n).astype(np.int32),
-                    rng.normal(size=(n, 2)), rng.integers(0, top + 1, n).astype(float), 2, 2, 0, likelihood, **kw)
+                    rng.normal(size=(n, 2)), y, 2, 2, 0, likelihood, **kw)
     problem = glm_sbc_problem(des, n_draws=99, num_warmup=300, num_samples=200, num_chains=2, target_accept=0.95)
     res = sbc(*problem, jax.random.key(11), replications=8, vectorize=False)
     assert res.passed, res.summary() if hasattr(res, "summary") else res
@@ -96,7 +98,7 @@ def test_glm_nuts_sbc(likelihood, kw):
 
 
 @pytest.mark.parametrize("likelihood,kw", [("bernoulli", {}), ("ordered_logistic", {"n_levels": 4}),
-                                           ("student_t", {})])
+                                           ("student_t", {}), ("skew_t", {})])
 def test_compressed_design_has_the_same_log_density_and_per_row_likelihood(likelihood, kw):
     """compress_design's cells with their counts give the rows' log-density exactly (at random
     parameter points, 3 groups), and the model's pointwise log-likelihood is that of the numpy

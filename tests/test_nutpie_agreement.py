@@ -55,7 +55,7 @@ def test_bayesfair_and_nutpie_posteriors_agree(monkeypatch):
 
 
 @pytest.mark.parametrize("likelihood", ["bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian",
-                                        "student_t"])
+                                        "student_t", "skew_t"])
 def test_pymc_model_has_bayesfairs_log_density(likelihood, monkeypatch):
     """The benchmark's PyMC model and bayesfair's NumPyro model have the same log density (with
     the transforms' Jacobians) at random unconstrained points, on a synthetic 3-group design (no
@@ -74,7 +74,8 @@ def test_pymc_model_has_bayesfairs_log_density(likelihood, monkeypatch):
     group, bucket = rng.integers(0, 3, n).astype(np.int32), rng.integers(0, 2, n).astype(np.int32)
     y = {"bernoulli": rng.integers(0, 2, n), "binomial": rng.integers(0, 10, n),
          "beta_binomial": rng.integers(0, 10, n), "ordered_logistic": rng.integers(0, 5, n),
-         "gaussian": rng.normal(2.0, 0.7, n), "student_t": rng.standard_t(3, n)}[likelihood].astype(np.float64)
+         "gaussian": rng.normal(2.0, 0.7, n), "student_t": rng.standard_t(3, n),
+         "skew_t": rng.standard_t(3, n)}[likelihood].astype(np.float64)
     design = GlmDesign(group, bucket, rng.normal(size=(n, d)), y, 3, 2, 1, likelihood, 9,
                        5 if likelihood == "ordered_logistic" else None)
     model, args = build_glm(design)

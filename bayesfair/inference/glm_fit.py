@@ -28,6 +28,7 @@ import numpy as np
 from bayesfair.inference.fitting import Fit, fit
 from bayesfair.inference.sbc import SBCProblem
 from bayesfair.posteriors.group_glm import (
+    CONTINUOUS_LIKELIHOODS,
     DEFAULT_GLM_PRIORS,
     GlmPriors,
     check_glm_likelihood,
@@ -98,7 +99,7 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
     """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed; with
     ``weights``, row n counted ``weights[n]`` times, as :func:`compress_design` gives them)."""
     y = design.y
-    cont = design.likelihood in ("gaussian", "student_t")
+    cont = design.likelihood in CONTINUOUS_LIKELIHOODS
     w = np.ones(y.size) if weights is None else np.asarray(weights, np.float64)
     loc = float(np.sum(w * y) / w.sum())  # the rows' mean and sd, also from compressed cells
     scale = float(np.sqrt(np.sum(w * (y - loc) ** 2) / w.sum()))
@@ -147,7 +148,7 @@ def centring_weights(samples: dict[str, np.ndarray], design: GlmDesign, *, weigh
     :func:`compress_design`'s cells.
     """
     lik = design.likelihood
-    extra = {k: np.asarray(samples[k]) for k in ("phi", "cutpoints", "sigma", "nu") if k in samples}
+    extra = {k: np.asarray(samples[k]) for k in ("phi", "cutpoints", "sigma", "nu", "skew") if k in samples}
     eta = linear_predictor(samples, design)
     h = np.clip(row_information(lik, eta, design.y, n_trials=design.n_trials, **extra), 0.0, None)
     h = h * (1.0 if weights is None else np.asarray(weights, np.float64))  # [D, N]
@@ -187,27 +188,23 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
     (each element centred if its :func:`centring_weights` weight is at least ``centre_weight``,
     else non-centred; dense mass). Which one samples well depends on how much the data say about
     the effects: many rows pin them down, and then the non-centred z-scores and their scale are
-    tightly coupled (on all 18,310 COMPAS rows ~470 leapfrog steps per draw at a step size of
-    0.012, against ~33 steps at 0.23 centred with dense mass); few rows leave the centred effects
-    in a funnel with their scale; one table can have both (on all Adult-by-sex rows the five u are
-    weakly informed next to their small scale, weights 0.36-0.82, while gamma is pinned down).
+    tightly coupled; few rows leave the centred effects in a funnel with their scale; one table
+    can have both (weakly informed group effects beside well-informed slopes). docs/mcmc.md gives
+    the measurements behind the rule.
 
     The rule, with pilots of one chain (``pilot_warmup`` + ``pilot_draws``): the centred pilot
     first; its draws give the weights. If every weight is on one side of ``centre_weight`` and
     the pilot took at most ``accept_steps`` leapfrog steps per draw without a divergence, the
     centred form is kept (the non-centred pilot is the expensive one exactly when the centred
     form is cheap). If the weights are on both sides, the split form gets a pilot and is kept if
-    it had no divergence and took at most ``split_steps`` steps per draw (default: any number; a
-    pilot's dense mass matrix is adapted from a few dozen draws, so its step count is noisy: on
-    all Adult-by-sex rows the split pilot took 246 steps per draw and the centred 89, while in
-    2 chains x (1000 + 1000) the split form took 30 without a divergence and the centred 32 with
-    3, and 43 in the recipe's 4 chains). Otherwise the non-centred form gets a pilot too, and the
+    it had no divergence and took at most ``split_steps`` steps per draw (default: any number,
+    since a pilot's dense mass matrix is adapted from a few dozen draws and its step count is
+    noisy). Otherwise the non-centred form gets a pilot too, and the
     form with the fewest steps per draw among the pilots without divergences is kept (with
     divergences in all, the fewest steps).
 
-    The continuous partial form (``centered=centring_weights(...)``) is not a candidate: on all
-    Adult-by-sex rows it took half the centred form's steps per draw but diverged more
-    (docs/mcmc.md).
+    The continuous partial form (``centered=centring_weights(...)``) is not a candidate: it
+    diverged more than the centred form where it was measured (docs/mcmc.md).
 
     Returns ``{"form": "centered", "split" or "noncentered", "centered": what :func:`fit_glm`
     takes as ``centered`` (a list of names, or a mapping name -> 0/1 weights as nested lists),
@@ -368,7 +365,7 @@ def bias_estimand(fit_: Fit, design: GlmDesign, *, draws: int = 1000, ci_prob: f
     cut = s.get("cutpoints")
     scale = {"bernoulli": "P(y = 1)", "binomial": f"expected count of {design.n_trials}",
              "beta_binomial": f"expected count of {design.n_trials}", "ordered_logistic": "expected level",
-             "gaussian": "expected y", "student_t": "expected y (location)"}[design.likelihood]
+             "gaussian": "expected y", "student_t": "expected y (location)", "skew_t": "expected y"}[design.likelihood]
     out = {}
     for g in range(design.n_groups):
         if g == design.reference:
@@ -405,9 +402,9 @@ def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
     s = {k: np.asarray(v) for k, v in fit_.samples.items()}
     c, n = next(iter(s.values())).shape[:2]
     thin = max(1, int(np.ceil(c * n / draws)))
-    kept = {k: v[:, ::thin] for k, v in s.items()}
-    flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in kept.items()}
-    k = next(iter(kept.values())).shape[1]
+    thinned_draws = {k: v[:, ::thin] for k, v in s.items()}
+    flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in thinned_draws.items()}
+    k = next(iter(thinned_draws.values())).shape[1]
     model, args = fit_.model, (design.group, design.bucket, design.X, design.y)  # per row, not per cell
     with jax.enable_x64(True):
         pp = Predictive(model, posterior_samples=flat)(jax.random.key(seed), *args[:3], None)["y"]
@@ -433,7 +430,7 @@ def glm_tree(fit_: Fit, design: GlmDesign, *, draws: int = 400, seed: int = 0):
 
 
 #: The parameters :func:`glm_sbc_problem` ranks (those the likelihood has).
-SBC_SITES = ("alpha", "delta", "beta", "sigma_bucket", "sigma_u", "s_slope", "cutpoints", "phi", "sigma", "nu")
+SBC_SITES = ("alpha", "delta", "beta", "sigma_bucket", "sigma_u", "s_slope", "cutpoints", "phi", "sigma", "nu", "skew")
 
 
 def glm_sbc_problem(design: GlmDesign, *, n_draws: int = 99, priors: GlmPriors = DEFAULT_GLM_PRIORS,

@@ -53,7 +53,7 @@ __all__ = ["PowerResult", "glm_power", "generating_point", "power_point", "simul
 
 #: The sample sites of the model that a parameter point holds (those the likelihood has).
 POINT_SITES = ("alpha", "sigma_bucket", "gamma_z", "beta", "delta", "sigma_u", "u_z", "s_slope", "lambda_z",
-               "phi", "cut_mid", "cut_gaps", "sigma", "nu")
+               "phi", "cut_mid", "cut_gaps", "sigma", "nu", "skew")
 
 
 class PowerResult(NamedTuple):

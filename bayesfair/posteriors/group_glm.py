@@ -48,7 +48,11 @@ NumPyro's ``Predictive`` draws come from it):
   cutpoints that give every level the same share (logit(j / K), so the prior predictive spreads
   over the levels instead of piling at the lowest);
 - ``"gaussian"``: N(eta, sigma^2), sigma ~ HalfNormal(y_scale);
-- ``"student_t"``: StudentT(nu, eta, sigma), nu ~ Gamma(2, 0.1) (Juarez and Steel 2010).
+- ``"student_t"``: StudentT(nu, eta, sigma), nu ~ Gamma(2, 0.1) (Juarez and Steel 2010);
+- ``"skew_t"``: eta + sigma T with T Jones-Faddy skew-t (:mod:`bayesfair.posteriors.skew_t`) of
+  tail weight nu ~ Gamma(2, 0.1) and skew weight ``skew`` = a / (a + b) ~ Beta(2, 2) (1/2:
+  Student's t; above: a heavier, longer right tail). E[y] = eta + sigma E[T], the same shift for
+  every row, so differences of E[y] are differences of eta.
 
 ``group_bias=False`` drops delta, u and lambda (the model without group bias, for LOO).
 """
@@ -63,10 +67,14 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-__all__ = ["GLM_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model", "check_glm_likelihood",
-           "expected_outcome", "row_information"]
+from bayesfair.posteriors.skew_t import JonesFaddySkewT
 
-GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t")
+__all__ = ["GLM_LIKELIHOODS", "CONTINUOUS_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model",
+           "check_glm_likelihood", "expected_outcome", "row_information"]
+
+GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t", "skew_t")
+#: The likelihoods of a continuous outcome (their scales are multiplied by the outcome's sd).
+CONTINUOUS_LIKELIHOODS = ("gaussian", "student_t", "skew_t")
 
 
 class GlmPriors(NamedTuple):
@@ -89,7 +97,7 @@ def check_glm_likelihood(likelihood: str, y: Any, *, n_trials: int = 9, n_levels
     y = np.asarray(y, np.float64)
     if not np.all(np.isfinite(y)):
         raise ValueError("y must be finite")
-    if likelihood in ("gaussian", "student_t"):
+    if likelihood in CONTINUOUS_LIKELIHOODS:
         return
     if not np.all(y == np.round(y)):
         raise ValueError(f"likelihood {likelihood!r} needs integer outcomes, got non-integer y")
@@ -114,7 +122,9 @@ def _obs_dist(likelihood: str, eta: Any, extra: dict[str, Any], n_trials: int):
         return dist.OrderedLogistic(eta, extra["cutpoints"])
     if likelihood == "gaussian":
         return dist.Normal(eta, extra["sigma"])
-    return dist.StudentT(extra["nu"], eta, extra["sigma"])
+    if likelihood == "student_t":
+        return dist.StudentT(extra["nu"], eta, extra["sigma"])
+    return JonesFaddySkewT(extra["nu"], extra["skew"], eta, extra["sigma"])
 
 
 def _centring(centered: Any) -> dict[str, Any]:
@@ -154,7 +164,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
     others = [g for g in range(n_groups) if g != reference]
     slot = np.full(n_groups, -1, np.int64)
     slot[others] = np.arange(len(others))
-    cont = likelihood in ("gaussian", "student_t")
+    cont = likelihood in CONTINUOUS_LIKELIHOODS
     sc = y_scale if cont else 1.0
     slope_sd = priors.slope_total_sd / np.sqrt(max(d, 1))
     eta = jnp.zeros(X.shape[0])
@@ -193,8 +203,10 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         extra["cutpoints"] = numpyro.deterministic("cutpoints", mid + raw - raw.mean())
     elif cont:
         extra["sigma"] = numpyro.sample("sigma", dist.HalfNormal(y_scale))
-        if likelihood == "student_t":
+        if likelihood in ("student_t", "skew_t"):
             extra["nu"] = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
+        if likelihood == "skew_t":
+            extra["skew"] = numpyro.sample("skew", dist.Beta(2.0, 2.0))
     if y is not None and likelihood == "ordered_logistic":  # categorical log-probs index by the level
         y = jnp.asarray(y).astype(jnp.int32)
     obs = _obs_dist(likelihood, eta, extra, n_trials)
@@ -208,12 +220,13 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
 def expected_outcome(likelihood: str, eta: np.ndarray, *, n_trials: int = 9, cutpoints: np.ndarray | None = None
                      ) -> np.ndarray:
     """E[y | eta] on the outcome's scale: P(y = 1), n_trials p, the expected ordinal level
-    sum_k k P(y = k), or eta itself (Gaussian / Student-t location: e.g. the expected log income).
+    sum_k k P(y = k), or eta itself (the Gaussian's and Student-t's mean, e.g. the expected log
+    income; the skew-t's location, whose differences between rows are those of the mean).
 
     ``eta [..., N]``; ``cutpoints [..., K-1]`` (ordered logistic) broadcast against ``eta[..., :1]``.
     """
     eta = np.asarray(eta, np.float64)
-    if likelihood in ("gaussian", "student_t"):
+    if likelihood in CONTINUOUS_LIKELIHOODS:
         return eta
     if likelihood == "ordered_logistic":
         c = np.asarray(cutpoints, np.float64)[..., None, :]
@@ -227,7 +240,7 @@ def row_information(likelihood: str, eta: Any, y: Any, *, n_trials: int = 9, **e
     """-d^2/d eta^2 log p(y_n | eta_n): the observed information of each row about its linear
     predictor, ``[D, N]`` for ``eta [D, N]`` (D posterior draws; ``y [N]``). ``extra``: the
     likelihood's other parameters as :func:`group_glm_model` names them (``phi``, ``sigma``,
-    ``nu`` ``[D]``; ``cutpoints [D, K-1]``)."""
+    ``nu``, ``skew`` ``[D]``; ``cutpoints [D, K-1]``)."""
     def logp(e, yy, ex):
         return _obs_dist(likelihood, e, ex, n_trials).log_prob(yy)
 

@@ -1,7 +1,7 @@
 """The group-bias GLM fitted by bayesfair and by PyMC + nutpie, on the recipes' own designs.
 
 For each recipe's default model (``compas``: COMPAS, ordered logistic; ``adult_sex`` and
-``adult_race``: Adult, Bernoulli; ``family_income``: family income, Student-t on log income) the
+``adult_race``: Adult, Bernoulli; ``family_income``: family income, Jones-Faddy skew-t on log income) the
 design is built by the recipe itself: the recipe's ``main`` runs with ``--rows N`` up to the point
 where it would fit, and its table, outcome and kept rows go through
 :func:`bayesfair.inference.glm_fit.glm_design` as the recipe does, so both samplers see the same
@@ -66,7 +66,7 @@ import numpy as np
 
 from bayesfair.inference import check_convergence
 from bayesfair.inference.glm_fit import GlmDesign, fit_glm, glm_design, linear_predictor
-from bayesfair.posteriors.group_glm import DEFAULT_GLM_PRIORS, GlmPriors, expected_outcome
+from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, DEFAULT_GLM_PRIORS, GlmPriors, expected_outcome
 from bayesfair.simulation.results import write_text
 from bayesfair.workflow.recipes import _glm, adult_group_bias, compas_group_bias, family_income_group_bias
 
@@ -137,7 +137,7 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
 
     lik, X, y = design.likelihood, np.asarray(design.X, np.float64), np.asarray(design.y, np.float64)
     n, d = X.shape
-    cont = lik in ("gaussian", "student_t")
+    cont = lik in CONTINUOUS_LIKELIHOODS
     loc, sc = (float(y.mean()), float(y.std())) if cont else (0.0, 1.0)
     slope_sd = priors.slope_total_sd / np.sqrt(max(d, 1))
     others = [g for g in range(design.n_groups) if g != design.reference]
@@ -162,7 +162,9 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
         if lik == "bernoulli":
             pm.Bernoulli("y", logit_p=eta, observed=y)
         elif lik == "binomial":
-            pm.Binomial("y", n=design.n_trials, logit_p=eta, observed=y)
+            # PyMC's Binomial(logit_p=) takes log(1 - sigmoid(eta)), -inf once sigmoid rounds to 1
+            # (eta > ~37); the log-sigmoids stay finite
+            pm.CustomDist("y", eta, design.n_trials, logp=_binomial_logit_logp, observed=y)
         elif lik == "beta_binomial":
             phi = pm.Gamma("phi", alpha=2.0, beta=0.1)
             p = pt.clip(pm.math.sigmoid(eta), 1e-12, 1 - 1e-12)
@@ -180,9 +182,32 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
             sigma = pm.HalfNormal("sigma", sigma=sc)
             if lik == "gaussian":
                 pm.Normal("y", mu=eta, sigma=sigma, observed=y)
-            else:
+            elif lik == "student_t":
                 pm.StudentT("y", nu=pm.Gamma("nu", alpha=2.0, beta=0.1), mu=eta, sigma=sigma, observed=y)
+            else:  # Jones & Faddy (2003) Eq. (1), a = skew nu, b = (1 - skew) nu, y = eta + sigma t
+                nu = pm.Gamma("nu", alpha=2.0, beta=0.1)
+                w = pm.Beta("skew", alpha=2.0, beta=2.0)
+                pm.CustomDist("y", nu, w, eta, sigma, logp=_jf_skew_t_logp, observed=y)
     return model
+
+
+def _binomial_logit_logp(value, eta, n):
+    """log Binomial(value | n, sigmoid(eta)) from log-sigmoids (pytensor)."""
+    import pytensor.tensor as pt
+
+    log_choose = pt.gammaln(n + 1.0) - pt.gammaln(value + 1.0) - pt.gammaln(n - value + 1.0)
+    return log_choose - value * pt.softplus(-eta) - (n - value) * pt.softplus(eta)
+
+
+def _jf_skew_t_logp(value, nu, w, mu, sigma):
+    """log density of mu + sigma T, T Jones-Faddy skew-t with a = w nu, b = (1 - w) nu (pytensor)."""
+    import pytensor.tensor as pt
+
+    a, b = w * nu, (1.0 - w) * nu
+    t = (value - mu) / sigma
+    r = t / pt.sqrt(nu + t ** 2)
+    log_c = (nu - 1.0) * np.log(2.0) + pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(nu) + 0.5 * pt.log(nu)
+    return (a + 0.5) * pt.log1p(r) + (b + 0.5) * pt.log1p(-r) - log_c - pt.log(sigma)
 
 
 def derived(samples: dict[str, np.ndarray], K: int | None) -> dict[str, np.ndarray]:

@@ -47,7 +47,7 @@ from bayesfair.inference.glm_fit import (
     linear_predictor,
 )
 from bayesfair.plotting import save_figure
-from bayesfair.posteriors.group_glm import expected_outcome
+from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, expected_outcome
 from bayesfair.simulation.results import write_results, write_text
 from bayesfair.workflow.recipes import _power as power_recipe
 
@@ -55,7 +55,9 @@ CI_PROB = 0.9
 
 
 def _kind(likelihood: str) -> str:
-    return {"bernoulli": "binary", "gaussian": "continuous", "student_t": "continuous"}.get(likelihood, "discrete")
+    if likelihood in CONTINUOUS_LIKELIHOODS:
+        return "continuous"
+    return "binary" if likelihood == "bernoulli" else "discrete"
 
 
 def check_fit(tree: Any, design: Any) -> dict[str, Any]:

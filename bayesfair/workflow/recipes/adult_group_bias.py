@@ -56,6 +56,7 @@ import numpy as np
 from bayesfair.datasets import load_adult
 from bayesfair.environments.biased import biased_table
 from bayesfair.workflow.recipes import _group_bias as recipe
+from bayesfair.workflow.recipes._features import one_hot
 
 NAME = "adult_group_bias"
 #: group setting -> (column, group names with the reference first)
@@ -102,20 +103,8 @@ def adult_table(group: str = "sex", *, df: Any = None, min_level_rows: int = 0):
             "log1p(capital-loss)": np.log1p(df["capital-loss"].to_numpy(np.float64)),
             "hours-per-week": df["hours-per-week"].to_numpy(np.float64),
             "native-country=United-States": (df["native-country"] == "United-States").to_numpy(np.float64)}
-    baselines: dict[str, str] = {}
-    merged: dict[str, list[str]] = {}
-    for c in ONE_HOT:
-        levels = df[c].astype(str)
-        counts = levels.value_counts()
-        rare = sorted(counts.index[counts < min_level_rows])
-        if rare:
-            merged[c] = rare
-            levels = levels.where(~levels.isin(rare), "other")
-            counts = levels.value_counts()
-        baselines[c] = str(counts.index[0])  # the most frequent level is the baseline
-        for level in sorted(counts.index[1:]):
-            cols[f"{c}={level}"] = (levels == level).to_numpy(np.float64)
-    X = pd.DataFrame(cols)
+    dummies, baselines, merged = one_hot(df, ONE_HOT, min_level_rows)
+    X = pd.DataFrame({**cols, **dummies})
     info = {"dataset": "adult", "split": "all (adult.data + adult.test), rows with a missing value dropped",
             "reward": "label (income > 50K), 0/1", "group_column": column, "reference": names[0],
             "bucket_column": "age", "age_cuts": list(AGE_CUTS), "one_hot_baselines": baselines,
