@@ -180,7 +180,7 @@ def _pilot(design: GlmDesign, form: str, centered: Any, dense: bool, *, group_bi
 def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
                 weights: Any = None, seed: int = 0, target_accept: float = 0.9, pilot_warmup: int = 150,
                 pilot_draws: int = 50, accept_steps: float = 48.0, centre_weight: float = 0.9,
-                split_steps: float = float("inf"), progress_bar: bool = False) -> dict[str, Any]:
+                split_steps: float = 500.0, progress_bar: bool = False) -> dict[str, Any]:
     """The form of the GLM's random effects NUTS samples best on ``design``, by measurement.
 
     Three forms of the same posterior: **centred** (:data:`RANDOM_EFFECTS` sampled as they are,
@@ -197,9 +197,11 @@ def choose_form(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors
     the pilot took at most ``accept_steps`` leapfrog steps per draw without a divergence, the
     centred form is kept (the non-centred pilot is the expensive one exactly when the centred
     form is cheap). If the weights are on both sides, the split form gets a pilot and is kept if
-    it had no divergence and took at most ``split_steps`` steps per draw (default: any number,
-    since a pilot's dense mass matrix is adapted from a few dozen draws and its step count is
-    noisy). Otherwise the non-centred form gets a pilot too, and the
+    it had no divergence and took at most ``split_steps`` steps per draw. The default bound is
+    loose on purpose: a pilot's dense mass matrix is adapted from a few dozen draws, so its step
+    count is noisy and a split pilot several times as costly as the centred one can still be the
+    form that samples; but one near NUTS's tree-depth limit (1,023 steps at depth 10) has a
+    collapsed step size. Otherwise the non-centred form gets a pilot too, and the
     form with the fewest steps per draw among the pilots without divergences is kept (with
     divergences in all, the fewest steps).
 
