@@ -10,7 +10,9 @@ income) and the floor area enter as log1p, so a household's log income is modell
 of what it spends (the raw amounts reach 91 sd above their mean and make the linear predictor
 far more skewed than log income), and the nominal columns are one-hot levels (the paper's
 integer codes of region or occupation are not quantities), those with fewer than
-``--min-level-rows`` rows merged into ``<column>=other``. ``--likelihood student_t|gaussian`` and
+``--min-level-rows`` rows merged into ``<column>=other``. ``Total Income from Entrepreneurial
+Acitivites`` (the survey's spelling) is a part of the total income, in both contexts: the
+estimand is conditional on it. ``--likelihood student_t|gaussian`` and
 ``--compare-likelihoods`` for the alternatives. The rest of this docstring describes ``--model
 paper``.
 
@@ -111,11 +113,11 @@ def build(args):
 
 def _add_args(p) -> None:
     p.add_argument("--raw-income", action="store_true",
-                   help="model the income in 100,000 PHP instead of its log (Gaussian either way)")
+                   help="model the income in 100,000 PHP instead of its log (with the same --likelihood)")
 
 
 def response(table, args):
-    """log(income / 100,000 PHP) (default) or the income itself, Gaussian."""
+    """log(income / 100,000 PHP) (default) or the income itself, for a continuous likelihood."""
     if args.likelihood not in CONTINUOUS_LIKELIHOODS:
         print(f"family_income_group_bias.py: error: --likelihood {args.likelihood} needs a 0/1 or bounded integer "
               f"outcome; income is continuous: use one of {', '.join(CONTINUOUS_LIKELIHOODS)}", file=sys.stderr)
