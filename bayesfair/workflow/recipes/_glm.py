@@ -93,7 +93,7 @@ def prior_predictive_figure(design: Any, path: Any, title: str, draws: int = 200
     ax.axvline(float(design.y.mean()), color="k", lw=1.5, label=f"observed mean {design.y.mean():.3g}")
     ax.set_xlabel(f"prior predictive E[y | x] per row ({design.likelihood})")
     ax.set_ylabel("count of (draw, row)")
-    ax.set_title(f"{title}: prior predictive ({draws} draws x {rows.size} rows)", fontsize=10)
+    ax.set_title(f"{title}\nprior predictive ({draws} draws x {rows.size} rows)", fontsize=10)
     ax.legend(fontsize=8)
     save_figure(fig, path)
     q = np.quantile(mean.ravel(), [0.05, 0.25, 0.5, 0.75, 0.95])
