@@ -102,7 +102,7 @@ def glm_table(*, df: Any = None, min_level_rows: int = 0):
 def build(args):
     """The family-income table (2 sexes x 5 age buckets, reward in 100,000 PHP) and its description:
     :func:`glm_table`'s context for ``--model glm``, the paper's for ``--model paper``."""
-    if args is not None and args.model == "glm":
+    if args.model == "glm":
         table = glm_table(min_level_rows=args.min_level_rows)
     else:
         table = family_income_table(n_buckets=5, reward_scale=1e5)
