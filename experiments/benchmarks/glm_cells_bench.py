@@ -6,7 +6,8 @@ their counts: the same log-density (checked here, to 1e-9 relative), fewer rows 
 each recipe's default design on all rows (COMPAS ordered logistic, Adult Bernoulli by sex and by
 race, family income skew-t) this prints the rows and cells, and the steady-state time of one
 jitted value-and-gradient of the potential (float64, best of 3 repeats of 30 calls) on rows and
-on cells, in the same process.
+on cells, in the same process; and on cells with X as a dense array instead of ``build_glm``'s
+sparse one-hot columns (:mod:`bayesfair.posteriors._indicators`; the same value, checked).
 
 Usage: python experiments/benchmarks/glm_cells_bench.py [compas] [adult_sex] [adult_race] [income]
 """
@@ -63,11 +64,15 @@ def main(argv: list[str]) -> int:
         rows = design(name)
         cells, counts = compress_design(rows)
         v_rows, t_rows = grad_ms(*build_glm(rows))
-        v_cells, t_cells = grad_ms(*build_glm(cells, weights=counts))
+        model, args = build_glm(cells, weights=counts)
+        v_cells, t_cells = grad_ms(model, args)
+        v_dense, t_dense = grad_ms(model, (*args[:2], cells.X, *args[3:]))
         assert abs(v_rows - v_cells) <= 1e-9 * abs(v_rows), (v_rows, v_cells)
+        assert abs(v_dense - v_cells) <= 1e-9 * abs(v_rows), (v_dense, v_cells)
         load = " ".join(open("/proc/loadavg").read().split()[:3])
         print(f"{name}: {rows.y.size:,} rows -> {cells.y.size:,} cells; value-and-gradient {t_rows:.2f} ms on rows, "
-              f"{t_cells:.2f} ms on cells ({t_rows / t_cells:.1f}x); load {load}", flush=True)
+              f"{t_cells:.2f} ms on cells ({t_rows / t_cells:.1f}x), {t_dense:.2f} ms on cells with a dense X "
+              f"({t_dense / t_cells:.1f}x); load {load}", flush=True)
     return 0
 
 
