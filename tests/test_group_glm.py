@@ -147,7 +147,7 @@ def test_indicator_matrix_is_the_dense_product(seed):
     three-valued columns; a mostly continuous X stays dense."""
     import jax
 
-    from bayesfair.posteriors._indicators import IndicatorMatrix, indicator_matrix
+    from bayesfair.posteriors.indicators import IndicatorMatrix, indicator_matrix
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 400))
@@ -170,7 +170,7 @@ def test_model_with_indicator_matrix_has_the_dense_log_density_and_gradient(like
     from numpyro.infer.util import log_density
 
     from bayesfair.inference.glm_fit import build_glm
-    from bayesfair.posteriors._indicators import IndicatorMatrix
+    from bayesfair.posteriors.indicators import IndicatorMatrix
 
     rng = np.random.default_rng(5)
     n = 400

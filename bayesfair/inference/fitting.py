@@ -457,7 +457,7 @@ def _run(model: Any, args: tuple, kwargs: dict, *, num_warmup: int, num_samples:
     # group-bias model, which the persistent cache keeps only inside this block (a new process's
     # fit 6.6-7.2 s -> 3.5-3.6 s; bayesfair.core._compile.cache_small_programs)
     with jax.enable_x64(bool(x64)), cache_small_programs():
-        args = jax.tree.map(cast, args)  # pytrees too (bayesfair.posteriors._indicators.IndicatorMatrix)
+        args = jax.tree.map(cast, args)  # pytrees too (bayesfair.posteriors.indicators.IndicatorMatrix)
         kwargs = {k: (tuple(cast(x) for x in v) if isinstance(v, tuple) else cast(v)) for k, v in kwargs.items()}
         key = None
         if cache_key is not None:

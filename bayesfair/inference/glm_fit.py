@@ -27,7 +27,6 @@ import numpy as np
 
 from bayesfair.inference.fitting import Fit, fit
 from bayesfair.inference.sbc import SBCProblem
-from bayesfair.posteriors._indicators import indicator_matrix
 from bayesfair.posteriors.group_glm import (
     CONTINUOUS_LIKELIHOODS,
     DEFAULT_GLM_PRIORS,
@@ -37,6 +36,7 @@ from bayesfair.posteriors.group_glm import (
     group_glm_model,
     row_information,
 )
+from bayesfair.posteriors.indicators import indicator_matrix
 
 __all__ = ["EFFECT_SCALES", "RANDOM_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm",
            "centring_weights", "choose_form", "compress_design", "fit_glm", "glm_design", "glm_sbc_problem",
@@ -110,7 +110,7 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
         priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0,
         centered=_frozen(centered))
     model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
-    # one-hot columns as sparse indicators: the same product at a fraction of the cost (_indicators)
+    # one-hot columns as sparse indicators: the same product at a fraction of the cost
     args = (design.group, design.bucket, indicator_matrix(design.X), design.y)
     return model, args if weights is None else (*args, np.asarray(weights, np.float64))
 

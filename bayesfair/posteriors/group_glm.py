@@ -154,7 +154,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
                     n_levels: int | None = None, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
                     y_loc: float = 0.0, y_scale: float = 1.0, centered: Any = ()) -> None:
     """NumPyro model of the module docstring. ``group``, ``bucket`` int ``[N]``; ``X [N, d]``, an
-    array or a :class:`~bayesfair.posteriors._indicators.IndicatorMatrix` (the same product).
+    array or a :class:`~bayesfair.posteriors.indicators.IndicatorMatrix` (the same product).
 
     ``weights [N]`` (optional, > 0): row n stands for ``weights[n]`` identical observations (same
     group, bucket, x and y), its log-likelihood counted that many times; the posterior is that of

@@ -7,7 +7,7 @@ each recipe's default design on all rows (COMPAS ordered logistic, Adult Bernoul
 race, family income skew-t) this prints the rows and cells, and the steady-state time of one
 jitted value-and-gradient of the potential (float64, best of 3 repeats of 30 calls) on rows and
 on cells, in the same process; and on cells with X as a dense array instead of ``build_glm``'s
-sparse one-hot columns (:mod:`bayesfair.posteriors._indicators`; the same value, checked).
+sparse one-hot columns (:mod:`bayesfair.posteriors.indicators`; the same value, checked).
 
 Usage: python experiments/benchmarks/glm_cells_bench.py [compas] [adult_sex] [adult_race] [income]
 """
