@@ -39,8 +39,8 @@ from bayesfair.posteriors.group_glm import (
 from bayesfair.posteriors.indicators import indicator_matrix
 
 __all__ = ["EFFECT_SCALES", "RANDOM_EFFECTS", "SBC_SITES", "GlmDesign", "bias_estimand", "build_glm",
-           "centring_weights", "choose_form", "compress_design", "fit_glm", "glm_design", "glm_sbc_problem",
-           "glm_tree", "linear_predictor"]
+           "centring_weights", "choose_form", "compress_design", "feature_shift", "fit_glm", "glm_design",
+           "glm_sbc_problem", "glm_tree", "linear_predictor"]
 
 
 class GlmDesign(NamedTuple):
@@ -95,6 +95,24 @@ def compress_design(design: GlmDesign) -> tuple[GlmDesign, np.ndarray]:
             counts[order].astype(np.float64))
 
 
+def feature_shift(design: GlmDesign, *, weights: Any = None) -> np.ndarray:
+    """Gamma ``[d, m-1]``: the least-squares coefficients of x in the regression of each
+    non-reference group's indicator on the bucket indicators and x (rows weighted by ``weights``,
+    the counts of :func:`compress_design`'s cells, so cells give the rows' Gamma). x . Gamma is the
+    part of group membership the features predict; the prior with ``ric_correction``
+    (:mod:`bayesfair.posteriors.group_glm`) shrinks the slopes with that part credited to them.
+    Collinear columns get the minimum-norm solution (x . Gamma, the projection, is unique)."""
+    w = np.ones(design.y.size) if weights is None else np.asarray(weights, np.float64)
+    if w.shape != design.y.shape or not np.all(w > 0):
+        raise ValueError(f"weights must be {design.y.size} positive row counts, got shape {w.shape}")
+    others = [g for g in range(design.n_groups) if g != design.reference]
+    on = np.stack([design.group == g for g in others], axis=1).astype(np.float64)
+    A = np.column_stack([np.eye(design.n_buckets)[design.bucket], np.asarray(design.X, np.float64)])
+    r = np.sqrt(w)[:, None]
+    coef = np.linalg.lstsq(A * r, on * r, rcond=None)[0]
+    return coef[design.n_buckets:]
+
+
 def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
               weights: Any = None, centered: Any = ()) -> tuple[Any, tuple[Any, ...]]:
     """``(model, args)``: ``model(*args)`` is the design's NumPyro model (``y`` observed; with
@@ -104,11 +122,14 @@ def build_glm(design: GlmDesign, *, group_bias: bool = True, priors: GlmPriors =
     w = np.ones(y.size) if weights is None else np.asarray(weights, np.float64)
     loc = float(np.sum(w * y) / w.sum())  # the rows' mean and sd, also from compressed cells
     scale = float(np.sqrt(np.sum(w * (y - loc) ** 2) / w.sum()))
+    shift = None
+    if group_bias and priors.ric_correction and design.n_groups > 1:
+        shift = tuple(map(tuple, feature_shift(design, weights=weights).tolist()))  # hashable, an exact repr
     model = functools.partial(
         group_glm_model, n_groups=design.n_groups, n_buckets=design.n_buckets, reference=design.reference,
         likelihood=design.likelihood, n_trials=design.n_trials, n_levels=design.n_levels, group_bias=group_bias,
         priors=priors, y_loc=loc if cont else 0.0, y_scale=scale if cont else 1.0,
-        centered=_frozen(centered))
+        centered=_frozen(centered), feature_shift=shift)
     model.__qualname__ = f"group_glm_model[{design.likelihood}{'' if group_bias else ', no bias'}]"
     # one-hot columns as sparse indicators: the same product at a fraction of the cost
     args = (design.group, design.bucket, indicator_matrix(design.X), design.y)

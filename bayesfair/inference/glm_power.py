@@ -166,6 +166,9 @@ def _predict(design: GlmDesign, gen: dict[str, np.ndarray], key: Any, n: int, pr
     from numpyro.infer import Predictive  # numpyro.infer pulls in the samplers: heavy at import
 
     model, args = build_glm(design, priors=priors)
+    shift = model.keywords["feature_shift"]
+    if shift is not None:  # the prior's site is beta_total = beta + Gamma delta (ric_correction)
+        gen = {**gen, "beta_total": np.asarray(gen["beta"]) + np.asarray(shift) @ np.asarray(gen["delta"])}
     batch = {k: np.broadcast_to(v, (n, *np.shape(v))) for k, v in gen.items()}
     with jax.enable_x64(True):
         out = Predictive(model, posterior_samples=batch)(key, *args[:3], None)

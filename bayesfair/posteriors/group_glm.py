@@ -14,9 +14,18 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
   same bucket), N(0, sigma_bucket^2), sigma_bucket ~ HalfNormal(``bucket_sd``);
 - ``u [B, m-1]``: the group-by-bucket deviation of the shift (the ``group | bucket`` slope),
   N(0, sigma_u^2), sigma_u ~ HalfNormal(``u_sd``);
-- ``beta [d]``: common slopes, N(0, (``slope_total_sd`` / sqrt(d))^2): the prior sd of the
-  features' part of eta is ``slope_total_sd`` whatever d, so 30 features do not put the prior
-  predictive probabilities at 0 or 1;
+- ``beta [d]``: common slopes, shrunk with per-coefficient sd ``slope_total_sd`` / sqrt(d): the
+  prior sd of the features' part of eta is ``slope_total_sd`` whatever d, so 30 features do not
+  put the prior predictive probabilities at 0 or 1. With ``feature_shift`` (Gamma ``[d, m-1]``,
+  the least-squares regression of the group indicators on the bucket indicators and x, which
+  :func:`bayesfair.inference.glm_fit.build_glm` computes when ``priors.ric_correction``) the
+  shrinkage is put on ``beta_total = beta + Gamma delta`` (site ``beta_total``; ``beta`` is then
+  deterministic): eta's group part becomes delta (1[g] - x . Gamma) + x . beta_total, whose two
+  columns are uncorrelated, so shrinking the slopes does not move delta. With the shrinkage on
+  ``beta`` itself (``feature_shift=None``), features correlated with the group lose their effect
+  to delta: *regularisation-induced confounding* (Hahn, Carvalho, Puelz & He 2018, Bayesian
+  Analysis 13(1), Sections 2-3, whose reparametrisation this is; exact for a Gaussian likelihood,
+  a first-order correction on the logit scale);
 - ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
   slope sd): shrunk together, separately from delta.
 
@@ -78,13 +87,17 @@ CONTINUOUS_LIKELIHOODS = ("gaussian", "student_t", "skew_t")
 
 
 class GlmPriors(NamedTuple):
-    """Scales of :func:`group_glm_model`'s priors (logit scale; times ``y_scale`` for continuous y)."""
+    """Scales of :func:`group_glm_model`'s priors (logit scale; times ``y_scale`` for continuous y)
+    and whether the slopes' prior is corrected for confounding (``ric_correction``)."""
 
     intercept_sd: float = 1.5
     shift_sd: float = 1.0
     bucket_sd: float = 1.0
     u_sd: float = 0.5
     slope_total_sd: float = 1.0
+    #: Shrink ``beta + Gamma delta`` instead of ``beta`` (module docstring): the level shift is not
+    #: confounded by the slopes' shrinkage. False: the independent prior on ``beta``.
+    ric_correction: bool = True
 
 
 DEFAULT_GLM_PRIORS = GlmPriors()
@@ -152,13 +165,15 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
                     n_buckets: int,
                     reference: int = 0, likelihood: str = "bernoulli", n_trials: int = 9,
                     n_levels: int | None = None, group_bias: bool = True, priors: GlmPriors = DEFAULT_GLM_PRIORS,
-                    y_loc: float = 0.0, y_scale: float = 1.0, centered: Any = ()) -> None:
+                    y_loc: float = 0.0, y_scale: float = 1.0, centered: Any = (), feature_shift: Any = None) -> None:
     """NumPyro model of the module docstring. ``group``, ``bucket`` int ``[N]``; ``X [N, d]``, an
     array or a :class:`~bayesfair.posteriors.indicators.IndicatorMatrix` (the same product).
 
     ``weights [N]`` (optional, > 0): row n stands for ``weights[n]`` identical observations (same
     group, bucket, x and y), its log-likelihood counted that many times; the posterior is that of
     the expanded data exactly (:func:`bayesfair.inference.glm_fit.compress_design` builds them).
+    ``feature_shift``: Gamma ``[d, m-1]`` (nested sequences or an array) of the module docstring,
+    or None (the independent prior on ``beta``); ignored without group bias.
     """
     d = X.shape[1]
     weight = _centring(centered)
@@ -174,17 +189,25 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         eta = eta + alpha
     sigma_bucket = numpyro.sample("sigma_bucket", dist.HalfNormal(priors.bucket_sd * sc))
     gamma = _effect("gamma", sigma_bucket, [n_buckets], weight.get("gamma"))
-    beta = numpyro.sample("beta", dist.Normal(0, slope_sd * sc).expand([d]).to_event(1))
+    k = len(others)
+    biased = group_bias and k > 0
+    delta = None
+    if biased:
+        delta = numpyro.sample("delta", dist.Normal(0, priors.shift_sd * sc).expand([k]).to_event(1))
+    slopes = dist.Normal(0, slope_sd * sc).expand([d]).to_event(1)
+    if biased and feature_shift is not None:
+        shift = jnp.asarray(np.asarray(feature_shift, np.float64).reshape(d, k), dtype=X.dtype)
+        beta = numpyro.deterministic("beta", numpyro.sample("beta_total", slopes) - shift @ delta)
+    else:
+        beta = numpyro.sample("beta", slopes)
     # Bucket and group effects as one-hot products, not gathers (the gradient of a gather is a
     # scatter-add over the rows, slow on CPU) and one pass over X for beta and lambda: on all
     # rows, 1.3-2x faster gradients (docs/mcmc.md)
     onehot_b = jax.nn.one_hot(bucket, n_buckets, dtype=X.dtype)
     eta = eta + onehot_b @ gamma
-    if not (group_bias and others):
+    if not biased:
         eta = eta + X @ beta
     else:
-        k = len(others)
-        delta = numpyro.sample("delta", dist.Normal(0, priors.shift_sd * sc).expand([k]).to_event(1))
         sigma_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.u_sd * sc))
         u = _effect("u", sigma_u, [n_buckets, k], weight.get("u"))
         s_slope = numpyro.sample("s_slope", dist.HalfNormal(slope_sd * sc))

@@ -130,7 +130,9 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
     """The group-bias GLM of :mod:`bayesfair.posteriors.group_glm` as a ``pm.Model``.
 
     eta = alpha + sigma_bucket z_gamma[b] + X beta + sum_j G[n, j] (delta_j + sigma_u z_u[b, j]
-    + x . s_slope z_lambda[j]), G the one-hot matrix of the non-reference groups.
+    + x . s_slope z_lambda[j]), G the one-hot matrix of the non-reference groups. With
+    ``priors.ric_correction`` the shrinkage prior is on beta_total = beta + Gamma delta, Gamma the
+    least-squares coefficients of x in the regression of G on the bucket indicators and x.
     """
     import pymc as pm  # optional benchmark dependency
     import pytensor.tensor as pt
@@ -146,13 +148,20 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
     with pm.Model() as model:
         sigma_bucket = pm.HalfNormal("sigma_bucket", sigma=priors.bucket_sd * sc)
         gamma_z = pm.Normal("gamma_z", 0.0, 1.0, shape=design.n_buckets)
-        beta = pm.Normal("beta", 0.0, slope_sd * sc, shape=d)
+        if others:
+            k = len(others)
+            delta = pm.Normal("delta", 0.0, priors.shift_sd * sc, shape=k)
+        if others and priors.ric_correction:
+            onehot_b = (b[:, None] == np.arange(design.n_buckets)[None, :]).astype(np.float64)
+            gamma_x = np.linalg.lstsq(np.hstack([onehot_b, X]), G, rcond=None)[0][design.n_buckets:]  # [d, k]
+            beta_total = pm.Normal("beta_total", 0.0, slope_sd * sc, shape=d)
+            beta = pm.Deterministic("beta", beta_total - pt.dot(gamma_x, delta))
+        else:
+            beta = pm.Normal("beta", 0.0, slope_sd * sc, shape=d)
         eta = sigma_bucket * gamma_z[b] + pt.dot(X, beta)
         if lik != "ordered_logistic":
             eta = eta + pm.Normal("alpha", loc, priors.intercept_sd * sc)
         if others:
-            k = len(others)
-            delta = pm.Normal("delta", 0.0, priors.shift_sd * sc, shape=k)
             sigma_u = pm.HalfNormal("sigma_u", sigma=priors.u_sd * sc)
             u_z = pm.Normal("u_z", 0.0, 1.0, shape=(design.n_buckets, k))
             s_slope = pm.HalfNormal("s_slope", sigma=slope_sd * sc)

@@ -47,7 +47,7 @@ from bayesfair.inference.glm_fit import (
     linear_predictor,
 )
 from bayesfair.plotting import save_figure
-from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, expected_outcome
+from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, GlmPriors, expected_outcome
 from bayesfair.simulation.results import write_results, write_text
 from bayesfair.workflow.recipes import _power as power_recipe
 
@@ -74,14 +74,15 @@ def check_fit(tree: Any, design: Any) -> dict[str, Any]:
     return out
 
 
-def prior_predictive_figure(design: Any, path: Any, title: str, draws: int = 200, seed: int = 0) -> dict[str, float]:
-    """Histogram of the prior predictive mean outcome (the skew-t: its location) of every (draw, row);
-    returns its quantiles."""
+def prior_predictive_figure(design: Any, path: Any, title: str, draws: int = 200, seed: int = 0,
+                            priors: GlmPriors | None = None) -> dict[str, float]:
+    """Histogram of the prior predictive mean outcome (the skew-t: its location) of every (draw, row)
+    under ``priors`` (default: the model's defaults); returns its quantiles."""
     # matplotlib is heavy at import and needed only for the figures
     import matplotlib.pyplot as plt
     from numpyro.infer import Predictive
 
-    model, args = build_glm(design)
+    model, args = build_glm(design, **({} if priors is None else {"priors": priors}))
     with jax.enable_x64(True):
         prior = Predictive(model, num_samples=draws)(jax.random.key(seed), *args[:3], None)
     rows = np.random.default_rng(seed).choice(design.y.size, min(2000, design.y.size), replace=False)
@@ -162,6 +163,7 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     out = args.out
     nuts = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, seed=args.seed,
                 target_accept=args.target_accept, progress_bar=args.progress,
+                priors=GlmPriors(ric_correction=args.ric_correction),
                 **({"centered": "auto"} if args.glm_form == "auto" else
                    {"centered": RANDOM_EFFECTS, "dense_mass": True} if args.glm_form == "centered" else
                    {"dense_mass": args.dense_mass}))
@@ -196,7 +198,8 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     header = list(est_rows[0])
     write_text(out / "bias_estimand.csv", "\n".join([",".join(header)] + [",".join(str(r[h]) for h in header)
                                                                             for r in est_rows]) + "\n")
-    prior_q = prior_predictive_figure(design, out / "prior_predictive.png", title)
+    prior_q = prior_predictive_figure(design, out / "prior_predictive.png", title,
+                                      priors=f1.model.keywords["priors"])
     if design.likelihood == "bernoulli":
         calibration_figure(tree, out / "calibration.png", title)
     if len(rows) > 1:

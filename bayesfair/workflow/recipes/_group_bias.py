@@ -131,6 +131,11 @@ def parser(name: str, doc: str, *, warmup: int = 1000, samples: int = 1000, chai
                    help="--model glm: how NUTS samples the random effects (%(default)s: short pilots pick the "
                         "centered form with a dense mass matrix, a split one or the non-centered one, "
                         "bayesfair.inference.glm_fit.choose_form; centered: with a dense mass matrix)")
+    p.add_argument("--ric-correction", action=argparse.BooleanOptionalAction, default=True,
+                   help="--model glm: shrink the slopes with the part of group membership the features predict "
+                        "credited to them, so the shrinkage does not move the level shift (default; "
+                        "bayesfair.posteriors.group_glm, Hahn et al. 2018); --no-ric-correction: the independent "
+                        "slope prior, whose shrinkage hands correlated features' effects to the level shift")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="NUTS progress bars on stderr (default: when stderr is a terminal)")
     p.add_argument("--no-compare", action="store_true", help="skip the fit without psi (no LOO comparison)")
@@ -174,6 +179,8 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.glm_form == "auto" and args.dense_mass and args.model == "glm":
         p.error("--glm-form auto chooses the mass matrix with the form; give --glm-form centered or noncentered with "
                 "--dense-mass")
+    if args.model == "paper" and not args.ric_correction:
+        p.error("--no-ric-correction is a prior of --model glm; the paper's model has no level shift to correct")
     if args.progress is None:
         args.progress = sys.stderr.isatty()
     power_recipe.check_args(p, args)

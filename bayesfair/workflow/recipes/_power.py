@@ -98,6 +98,7 @@ def run(args: argparse.Namespace, design: Any, fit_: Any, out: Path, title: str,
     res = glm_power(design, power_point(fit_), jax.random.key(args.seed), effects=args.power_effects,
                     replicates=args.power_reps, group=args.power_group, ci_prob=ci_prob,
                     point_label="posterior mean of the recipe's fit", checkpoint=partial,
+                    priors=fit_.model.keywords["priors"],
                     progress=lambda line: print(f"  {line}", flush=True), **nuts)
     done = content(res, True)
     write_text(out / "power.json", json.dumps(done, indent=2, default=str))
