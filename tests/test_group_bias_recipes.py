@@ -316,6 +316,7 @@ def test_sbc_replications_are_not_mixed(tmp_path, capsys):
     ("compas_group_bias", ["--power-effects", "0,0"], "--power-effects must be distinct finite numbers"),
     ("compas_group_bias", ["--power", "--model", "paper"], "--power needs --model glm"),
     ("compas_group_bias", ["--dense-mass"], "--glm-form auto chooses the mass matrix"),
+    ("compas_group_bias", ["--model", "paper", "--no-ric-correction"], "--no-ric-correction is a prior of --model glm"),
     ("sbc_group_bias", ["--rows", "0"], "--rows must be >= 10"),
     ("sbc_group_bias", ["--target-accept", "2"], "--target-accept must be in (0, 1)"),
     ("sbc_group_bias", ["--start", "-1"], "--start must be >= 0"),
@@ -413,6 +414,7 @@ def test_glm_recipe_tiny(tmp_path, monkeypatch, capsys):
     summary = json.loads((out / "summary.json").read_text())
     est = summary["bias_estimand"]["African-American"]
     assert summary["likelihood"] == "ordered_logistic" and est["lb"] <= est["mean"] <= est["ub"]
+    assert summary["priors"]["ric_correction"] is True  # the default prior, recorded
     assert "not evidence of no bias" in summary["loo"]["reading"] or "predicts better" in summary["loo"]["reading"]
     for f in ("posterior.nc", "bias_estimand.csv", "prior_predictive.png", "loo_compare.csv"):
         assert (out / f).exists(), f

@@ -399,7 +399,8 @@ def compare(design: GlmDesign, seed: int, clock: _CompileClock, variants: tuple[
     missing = [s for s in sites if s not in bs]
     if missing:
         raise RuntimeError(f"the PyMC model has sites {missing} that bayesfair's fit lacks: the models differ")
-    ns = derived({k: np.asarray(trace.posterior[k].values) for k in sites}, K)
+    recorded = sites + [v.name for v in model.deterministics]  # beta is one with ric_correction
+    ns = derived({k: np.asarray(trace.posterior[k].values) for k in recorded}, K)
     st = trace.sample_stats
     bf = summarize(bs, sites, estimand_draws(bs, design), bf_fit.sample_stats["diverging"],
                    bf_fit.sample_stats["n_steps"], bf_sec)
