@@ -13,8 +13,10 @@
 from types import SimpleNamespace
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpyro.distributions.transforms import ZeroSumTransform
 from scipy import stats
 
 from bayesfair import plotting
@@ -34,8 +36,8 @@ def _design(likelihood="bernoulli", n=200, seed=0, n_levels=None):
 
 
 def _point(likelihood):
-    p = {"sigma_bucket": np.float64(0.6), "gamma_z": np.array([-1.0, 0.2, 1.1]), "beta": np.array([0.7, -0.4]),
-         "delta": np.array([0.3]), "sigma_u": np.float64(0.3), "u_z": np.ones((3, 1)), "s_slope": np.float64(0.2),
+    p = {"sigma_bucket": np.float64(0.6), "gamma_z": np.array([-1.0, 1.1]), "beta": np.array([0.7, -0.4]),
+         "delta": np.array([0.3]), "sigma_u": np.float64(0.3), "u_z": np.ones((2, 1)), "s_slope": np.float64(0.2),
          "lambda_z": np.ones((1, 2))}
     if likelihood == "ordered_logistic":
         p.update(cut_mid=np.float64(0.2), cut_gaps=np.array([1.0, 0.6, 1.4]))
@@ -46,8 +48,12 @@ def _point(likelihood):
 
 def _by_hand(design, point, effect):
     """E[y] per row at the generating point, and as the reference group: written out from the model's
-    definition (no bias terms other than delta), not through the package's code."""
-    base = point["sigma_bucket"] * point["gamma_z"][design.bucket] + design.X @ point["beta"] + point.get("alpha", 0)
+    definition (no bias terms other than delta), not through the package's code; the zero-sum bucket
+    effects from their 2 coordinates by NumPyro's ZeroSumTransform."""
+    with jax.enable_x64(True):
+        gamma = point["sigma_bucket"] * np.asarray(ZeroSumTransform(1)(jnp.asarray(point["gamma_z"], jnp.float64)))
+    assert gamma.shape == (3,) and abs(gamma.sum()) < 1e-12
+    base = gamma[design.bucket] + design.X @ point["beta"] + point.get("alpha", 0)
     eta1 = base + effect * (design.group == 1)
 
     def mean(eta):
@@ -99,18 +105,23 @@ def test_generating_point_has_only_the_stated_bias():
 
 
 def test_power_point_mean_is_the_mean_of_the_effects():
+    """The point's effects are the posterior means of the effects' coordinates, from a
+    non-centred fit (z-scores recorded) and from a centred one (only the coordinates) alike."""
     rng = np.random.default_rng(0)
     s = {"alpha": rng.normal(size=(2, 5)), "beta": rng.normal(size=(2, 5, 2)),
          "sigma_bucket": rng.uniform(0.2, 2, size=(2, 5)), "gamma_z": rng.normal(size=(2, 5, 3)),
          "delta": rng.normal(size=(2, 5, 1))}
-    s["gamma"] = s["sigma_bucket"][..., None] * s["gamma_z"]
+    s["gamma_coords"] = s["sigma_bucket"][..., None] * s["gamma_z"]
+    s["gamma"] = np.concatenate([s["gamma_coords"], -s["gamma_coords"].sum(-1, keepdims=True)], -1)
+    centred = {k: v for k, v in s.items() if k != "gamma_z"}
+    for fake in (SimpleNamespace(samples=s), SimpleNamespace(samples=centred)):
+        pt = gp.power_point(fake)
+        np.testing.assert_allclose(pt["sigma_bucket"] * pt["gamma_z"], s["gamma_coords"].mean((0, 1)))
+        np.testing.assert_allclose(pt["beta"], s["beta"].mean((0, 1)))
+        draw = gp.power_point(fake, draw=7)  # chain 1, draw 2
+        np.testing.assert_allclose(draw["gamma_z"], s["gamma_z"][1, 2], rtol=1e-12)
+        np.testing.assert_array_equal(draw["alpha"], s["alpha"][1, 2])
     fake = SimpleNamespace(samples=s)
-    pt = gp.power_point(fake)
-    np.testing.assert_allclose(pt["sigma_bucket"] * pt["gamma_z"], s["gamma"].mean((0, 1)))
-    np.testing.assert_allclose(pt["beta"], s["beta"].mean((0, 1)))
-    draw = gp.power_point(fake, draw=7)  # chain 1, draw 2
-    np.testing.assert_array_equal(draw["gamma_z"], s["gamma_z"][1, 2])
-    np.testing.assert_array_equal(draw["alpha"], s["alpha"][1, 2])
     with pytest.raises(ValueError, match=r"draw must be in \[0, 9\]"):
         gp.power_point(fake, draw=10)
     with pytest.raises(ValueError, match="not a fit of group_glm_model"):

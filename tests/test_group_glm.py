@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpyro.distributions.transforms import ZeroSumTransform
 from scipy import stats
 
 from bayesfair.inference.glm_fit import (
@@ -215,6 +218,46 @@ def _shift_design(n, seed):
     return GlmDesign(g.astype(np.int32), b.astype(np.int32), X, y, 2, 4, 0, "bernoulli", group_names=("r", "s"))
 
 
+def test_bucket_effects_are_numpyros_zero_sum_normal():
+    """gamma and each column of u sum to zero over the buckets, and in every form their prior
+    density is NumPyro's ZeroSumNormal's at the same values (the coordinates are iid normal and the
+    map is an isometry): checked at random points of the centred and the non-centred model, with
+    one bucket (the effect is 0) and four."""
+    from numpyro import handlers
+    from numpyro.distributions import Normal, ZeroSumNormal
+    from numpyro.infer import Predictive
+
+    from bayesfair.inference.glm_fit import RANDOM_EFFECTS, build_glm
+
+    des = _shift_design(60, 1)
+    for centered in (RANDOM_EFFECTS, ()):
+        model, args = build_glm(des, centered=centered)
+        with jax.enable_x64(True):
+            draws = Predictive(model, num_samples=4)(jax.random.key(2), *args[:3], None)
+            for i in range(4):
+                point = {k: np.asarray(v[i]) for k, v in draws.items()}
+                gamma, u = point["gamma"], point["u"]
+                assert gamma.shape == (4,) and u.shape == (4, 1)
+                np.testing.assert_allclose([gamma.sum(), u.sum()], 0.0, atol=1e-12)
+                tr = handlers.trace(handlers.substitute(model, point)).get_trace(*args)
+                for name, scale, eff in (("gamma", "sigma_bucket", gamma), ("u", "sigma_u", u[:, 0])):
+                    sc = point[scale]
+                    coords = point[f"{name}_coords"] if centered else point[f"{name}_z"] * sc
+                    site = tr[f"{name}_coords" if centered else f"{name}_z"]
+                    got = float(np.sum(site["fn"].log_prob(site["value"])))
+                    if not centered:  # z-scores: the density of the coordinates is N(0, 1)'s less log s each
+                        got -= coords.size * np.log(sc)
+                    want = float(ZeroSumNormal(sc, event_shape=(4,)).log_prob(eff))
+                    np.testing.assert_allclose(got, want, rtol=1e-10)
+                    assert float(Normal(0, sc).log_prob(coords).sum()) == pytest.approx(want, rel=1e-10)
+    one = des._replace(bucket=np.zeros_like(des.bucket), n_buckets=1)
+    model, args = build_glm(one)
+    with jax.enable_x64(True):
+        draw = Predictive(model, num_samples=1)(jax.random.key(0), *args[:3], None)
+    assert not np.asarray(draw["gamma"]).any() and not np.asarray(draw["u"]).any()
+    assert "gamma_z" not in draw and "u_z" not in draw
+
+
 def test_choose_form_centres_effects_that_many_rows_pin_down():
     """On 20,000 rows the non-centred z-scores are tied to their scales: the centred pilot (dense
     mass) takes several times fewer leapfrog steps per draw, without a divergence, and is kept
@@ -257,13 +300,13 @@ def test_choose_form_pilots_the_split_form_when_weights_fall_on_both_sides():
     if none["pilots"][0]["divergences"] == 0:  # a centred pilot without a divergence is kept
         assert forms == ["centered"] and none["form"] == "centered"
     if res["form"] == "split":
-        assert res["centered"]["gamma"] == [1.0] * 4 and res["centered"]["u"] == [[0.0]] * 4
+        assert res["centered"]["gamma"] == [1.0] * 3 and res["centered"]["u"] == [[0.0]] * 3
     kept = choose_form(des, centre_weight=0.8, accept_steps=0)  # a split pilot without a divergence is kept
     assert [p["form"] for p in kept["pilots"]][:2] == ["centered", "split"]
     assert (kept["form"] == "split") == (kept["pilots"][1]["divergences"] == 0), kept
     if kept["form"] == "split":
         assert len(kept["pilots"]) == 2 and "had no divergence" in kept["rule"]
-        assert kept["centered"]["gamma"] == [1.0] * 4 and kept["centered"]["u"] == [[0.0]] * 4
+        assert kept["centered"]["gamma"] == [1.0] * 3 and kept["centered"]["u"] == [[0.0]] * 3
 
 
 def test_partial_form_is_the_same_model_up_to_its_jacobian():
@@ -281,7 +324,7 @@ def test_partial_form_is_the_same_model_up_to_its_jacobian():
         des = _shift_design(80, 4)._replace(likelihood=likelihood)
         if likelihood == "gaussian":
             des = des._replace(y=des.y + rng.normal(size=des.y.size))
-        shapes = {"gamma": (4,), "u": (4, 1), "lambda": (1, 2)}
+        shapes = {"gamma": (3,), "u": (3, 1), "lambda": (1, 2)}  # gamma, u: per zero-sum coordinate
         w = {k: rng.choice([0.0, 0.3, 0.8, 1.0], size=sh) for k, sh in shapes.items()}
         centred, args = build_glm(des, centered=RANDOM_EFFECTS)
         partial, _ = build_glm(des, centered=w)
@@ -289,11 +332,12 @@ def test_partial_form_is_the_same_model_up_to_its_jacobian():
             draws = Predictive(centred, num_samples=3)(jax.random.key(1), *args[:3], None)
             for i in range(3):
                 point = {k: np.asarray(v[i]) for k, v in draws.items() if k != "y"}
-                moved = {k: v for k, v in point.items() if k not in RANDOM_EFFECTS}
+                sites = {"gamma": "gamma_coords", "u": "u_coords", "lambda": "lambda"}  # the centred sites
+                moved = {k: v for k, v in point.items() if k not in {*sites.values(), *RANDOM_EFFECTS}}
                 jac = 0.0
                 for name, weight in w.items():
                     sc = point[EFFECT_SCALES[name]]
-                    moved[f"{name}_partial"] = point[name] / sc ** (1 - weight)
+                    moved[f"{name}_partial"] = point[sites[name]] / sc ** (1 - weight)
                     jac += float(np.sum((1 - weight) * np.log(sc)))
                 lc = float(log_density(centred, args, {}, point)[0])
                 lp = float(log_density(partial, args, {}, moved)[0])
@@ -302,7 +346,8 @@ def test_partial_form_is_the_same_model_up_to_its_jacobian():
 
 def test_centring_weights_follow_the_information_of_the_rows():
     """Bernoulli: the weights are I s^2 / (I s^2 + 1) averaged over draws, with I the sum of
-    p (1 - p) over the rows an element enters (times x^2 for a slope difference), computed here
+    p (1 - p) over the rows an element enters (times x^2 for a slope difference; for a zero-sum
+    coordinate, the buckets' sums weighted by the coordinate's squared loadings), computed here
     directly; row counts of compressed cells multiply the information, so doubling every row
     never lowers a weight. row_information matches the closed forms of the Bernoulli and Gaussian likelihoods."""
     from bayesfair.inference.glm_fit import centring_weights
@@ -319,10 +364,14 @@ def test_centring_weights_follow_the_information_of_the_rows():
     p = 1 / (1 + np.exp(-linear_predictor(samples, des)))
     h = p * (1 - p)
     on = des.group == 1
-    for b in range(4):
-        i_g = h[:, des.bucket == b].sum(1)
-        i_u = h[:, (des.bucket == b) & on].sum(1)
-        for got, info, s in ((w["gamma"][b], i_g, samples["sigma_bucket"]), (w["u"][b, 0], i_u, samples["sigma_u"])):
+    i_g = np.stack([h[:, des.bucket == b].sum(1) for b in range(4)], 1)  # [D, B] per bucket
+    i_u = np.stack([h[:, (des.bucket == b) & on].sum(1) for b in range(4)], 1)
+    with jax.enable_x64(True):  # the zero-sum coordinates' map: NumPyro's transform, rows of Q [3, 4]
+        q = np.asarray(ZeroSumTransform(1)(jnp.eye(3, dtype=jnp.float64)))
+    assert w["gamma"].shape == (3,) and w["u"].shape == (3, 1)
+    for j in range(3):  # coordinate j's information: the buckets' weighted by Q[j, b]^2
+        for got, info, s in ((w["gamma"][j], i_g @ q[j] ** 2, samples["sigma_bucket"]),
+                             (w["u"][j, 0], i_u @ q[j] ** 2, samples["sigma_u"])):
             np.testing.assert_allclose(got, np.mean(info * s**2 / (info * s**2 + 1)), rtol=1e-12)
     i_l = (h[:, on, None] * des.X[on] ** 2).sum(1)  # [D, 2]
     s2 = samples["s_slope"][:, None] ** 2
@@ -353,7 +402,7 @@ def test_fit_glm_records_the_form_and_refuses_contradictions():
         fit_glm(des, centered="all")
     with pytest.raises(ValueError, match="must be in \\[0, 1\\]"):
         fit_glm(des, centered={"u": 1.5})
-    with pytest.raises(ValueError, match="must broadcast to its shape \\(4, 1\\)"):
+    with pytest.raises(ValueError, match="must broadcast to its shape \\(3, 1\\)"):
         fit_glm(des, centered={"u": [0.5, 0.5, 0.5]})
     with pytest.raises(ValueError, match="centered names effects of"):
         fit_glm(des, centered=("beta",))

@@ -35,6 +35,7 @@ from bayesfair.posteriors.group_glm import (
     expected_outcome,
     group_glm_model,
     row_information,
+    zero_sum_basis,
 )
 from bayesfair.posteriors.indicators import indicator_matrix
 
@@ -162,7 +163,9 @@ def centring_weights(samples: dict[str, np.ndarray], design: GlmDesign, *, weigh
     pilot's).
 
     For an effect element theta ~ N(0, s^2) about which the rows say I (their information about
-    eta summed over the rows it enters, times its column squared for a slope difference), the
+    eta summed over the rows it enters, times its column squared for a slope difference; for a
+    coordinate j of the zero-sum gamma and u, the buckets' information weighted by Q[j, b]^2,
+    the diagonal of Q diag(I_b) Q^T with Q :func:`~bayesfair.posteriors.group_glm.zero_sum_basis`), the
     weight w = I s^2 / (I s^2 + 1) makes the partially centred coordinate independent of s in the
     Gaussian approximation (Papaspiliopoulos, Roberts & Skold 2007): 0 (non-centred) for an
     element the data do not inform, -> 1 (centred) for one they pin down. Both I (at each draw's
@@ -176,11 +179,12 @@ def centring_weights(samples: dict[str, np.ndarray], design: GlmDesign, *, weigh
     h = np.clip(row_information(lik, eta, design.y, n_trials=design.n_trials, **extra), 0.0, None)
     h = h * (1.0 if weights is None else np.asarray(weights, np.float64))  # [D, N]
     onehot_b = np.eye(design.n_buckets)[design.bucket]  # [N, B]
-    info = {"gamma": h @ onehot_b}  # [D, B]
+    q2 = zero_sum_basis(design.n_buckets) ** 2  # [B-1, B]: bucket b's share of coordinate j
+    info = {"gamma": h @ onehot_b @ q2.T}  # [D, B-1]
     if "delta" in samples:
         others = [g for g in range(design.n_groups) if g != design.reference]
         on = np.stack([design.group == g for g in others], axis=1).astype(np.float64)  # [N, k]
-        info["u"] = np.einsum("dn,nb,nk->dbk", h, onehot_b, on)
+        info["u"] = np.einsum("dn,nb,nk,jb->djk", h, onehot_b, on, q2)
         info["lambda"] = np.einsum("dn,nk,ni->dki", h, on, design.X ** 2)
     out = {}
     for name, i in info.items():
@@ -283,7 +287,8 @@ def _check_centred(centered: Any, design: GlmDesign, group_bias: bool) -> Any:
     if not isinstance(centered, dict):
         return tuple(names)
     k = design.n_groups - 1
-    shapes = {"gamma": (design.n_buckets,), "u": (design.n_buckets, k), "lambda": (k, design.X.shape[1])}
+    b = design.n_buckets - 1  # gamma and u are centred per coordinate of their zero-sum form
+    shapes = {"gamma": (b,), "u": (b, k), "lambda": (k, design.X.shape[1])}
     out = {}
     for name, w in centered.items():
         w = np.asarray(w, np.float64)

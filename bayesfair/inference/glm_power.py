@@ -111,27 +111,32 @@ def power_point(fit_: Any, *, draw: int | None = None) -> dict[str, np.ndarray]:
     """A parameter point of a GLM fit (:func:`~bayesfair.inference.glm_fit.fit_glm`): the sample
     sites of :data:`POINT_SITES` the model has.
 
-    ``draw=None``: the posterior mean, taken on the scale of the effects (the bucket effects
-    ``gamma``, the cutpoints, the slopes) and mapped back to the non-centred sites (``gamma_z =
-    mean(gamma) / mean(sigma_bucket)``, and so for ``u`` and ``lambda``), so the point's effects
+    ``draw=None``: the posterior mean, taken on the scale of the effects (the coordinates of the
+    zero-sum bucket effects ``gamma_coords``, the cutpoints, the slopes) and mapped back to the
+    non-centred sites (``gamma_z = mean(gamma_coords) / mean(sigma_bucket)``, and so for ``u``
+    and ``lambda``), so the point's effects
     are the posterior means of the effects, not products of means. ``draw=i``: the i-th draw of
     the chains laid end to end (chain 0's draws first), a coherent posterior draw.
     """
     s = {k: np.asarray(v, np.float64) for k, v in fit_.samples.items()}
-    missing = [k for k in ("beta", "sigma_bucket", "gamma_z") if k not in s]
+    missing = [k for k in ("beta", "sigma_bucket", "gamma") if k not in s]
     if missing:
         raise ValueError(f"fit_ is not a fit of group_glm_model (no {', '.join(missing)} in its samples)")
     c, n = s["beta"].shape[:2]
     flat = {k: v.reshape(c * n, *v.shape[2:]) for k, v in s.items()}
+    effects = [(eff, z, scale) for eff, z, scale in (("gamma_coords", "gamma_z", "sigma_bucket"),
+                                                     ("u_coords", "u_z", "sigma_u"), ("lambda", "lambda_z", "s_slope"))
+               if eff in flat]  # every form records the effects; the z-scores only the non-centred one
     if draw is not None:
         if not -c * n <= int(draw) < c * n:
             raise ValueError(f"draw must be in [0, {c * n - 1}] (chains x draws of the fit), got {draw}")
-        return {k: flat[k][int(draw)] for k in POINT_SITES if k in flat}
+        point = {k: flat[k][int(draw)] for k in POINT_SITES if k in flat}
+        for eff, z, scale in effects:
+            point[z] = flat[eff][int(draw)] / point[scale]
+        return point
     point = {k: flat[k].mean(0) for k in POINT_SITES if k in flat}
-    for eff, z, scale in (("gamma", "gamma_z", "sigma_bucket"), ("u", "u_z", "sigma_u"),
-                          ("lambda", "lambda_z", "s_slope")):
-        if eff in flat and z in point:
-            point[z] = flat[eff].mean(0) / point[scale]
+    for eff, z, scale in effects:
+        point[z] = flat[eff].mean(0) / point[scale]
     return point
 
 
@@ -144,7 +149,7 @@ def generating_point(design: GlmDesign, point: dict[str, Any], effect: float, *,
     if not np.isfinite(effect):
         raise ValueError(f"effect must be finite, got {effect}")
     _, slot, _ = _group_slot(design, group)
-    missing = [k for k in ("beta", "sigma_bucket", "gamma_z", "delta") if k not in point]
+    missing = [k for k in ("beta", "sigma_bucket", "delta") if k not in point]
     if missing:
         raise ValueError(f"point lacks {', '.join(missing)} (a point of group_glm_model with its bias terms: "
                          "see power_point)")
@@ -153,7 +158,7 @@ def generating_point(design: GlmDesign, point: dict[str, Any], effect: float, *,
     delta = np.zeros(k)
     delta[slot] = effect
     out["delta"] = delta
-    out["u_z"] = np.zeros((design.n_buckets, k))
+    out["u_z"] = np.zeros((design.n_buckets - 1, k))
     out["lambda_z"] = np.zeros((k, design.X.shape[1]))
     for name in ("sigma_u", "s_slope"):  # any positive value: their effects are 0
         out[name] = np.asarray(point.get(name, 1.0), np.float64)

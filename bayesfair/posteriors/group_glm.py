@@ -11,9 +11,9 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
 - ``delta [m-1]``: the **level shift** of each non-reference group (the bias a user asks about),
   prior N(0, ``shift_sd``^2), its own scale, *not* shrunk together with the slope differences;
 - ``gamma [B]``: bucket effects shared by every group (the pairing of the groups' arms in the
-  same bucket), N(0, sigma_bucket^2), sigma_bucket ~ HalfNormal(``bucket_sd``);
+  same bucket), zero-sum normal with scale sigma_bucket ~ HalfNormal(``bucket_sd``);
 - ``u [B, m-1]``: the group-by-bucket deviation of the shift (the ``group | bucket`` slope),
-  N(0, sigma_u^2), sigma_u ~ HalfNormal(``u_sd``);
+  zero-sum normal over the buckets with scale sigma_u ~ HalfNormal(``u_sd``);
 - ``beta [d]``: common slopes, shrunk with per-coefficient sd ``slope_total_sd`` / sqrt(d): the
   prior sd of the features' part of eta is ``slope_total_sd`` whatever d, so 30 features do not
   put the prior predictive probabilities at 0 or 1. With ``feature_shift`` (Gamma ``[d, m-1]``,
@@ -29,19 +29,36 @@ for row n in group g (0..m-1, ``reference`` has no bias terms) and bucket b with
 - ``lambda [m-1, d]``: slope differences, N(0, s_slope^2), s_slope ~ HalfNormal(per-coefficient
   slope sd): shrunk together, separately from delta.
 
-Every random effect is non-centred (z-scores times their scale, site ``<name>_z``) unless
-``centered`` gives it centring weights. A name in a tuple is weight 1: the effect is sampled as
-it is (site ``<name>``). A mapping ``{name: w}`` with w in [0, 1] (a number, or an array of the
-effect's shape) samples the partially non-centred coordinate of Papaspiliopoulos, Roberts &
-Skold (2007), the form of NumPyro's ``LocScaleReparam(centered=w)`` (site ``<name>_partial``):
+**Zero-sum bucket effects.** gamma and each column of u sum to zero over the buckets: their
+distribution is that of B iid N(0, scale^2) draws minus their mean (NumPyro's and PyMC's
+``ZeroSumNormal``; each element has variance scale^2 (1 - 1/B)), sampled as B - 1 iid
+N(0, scale^2) coordinates ``gamma_coords [B-1]``, ``u_coords [B-1, m-1]`` mapped onto the
+zero-sum subspace by NumPyro's orthonormal ``ZeroSumTransform`` (:func:`zero_sum_basis`). With
+iid effects their mean over the B buckets is a second intercept: alpha + mean(gamma) and
+delta + mean(u) are what the rows determine, and alone alpha and delta are known only to
+sd ~ scale / sqrt(B), a funnel with the scale that NUTS diverges in with few buckets (on Adult
+by sex, 5 age buckets: corr(delta, mean u) -0.84 to -0.98 across chains, delta's posterior sd
+0.07 at sigma_u < 0.1 and 0.30 at sigma_u > 0.4). The zero-sum model is the iid one with the
+buckets' mean moved into alpha and delta: delta is the level shift averaged over the buckets
+with prior N(0, ``shift_sd``^2) (the iid model's average shift has N(0, ``shift_sd``^2 +
+sigma_u^2 / B)); the linear predictor and the bias estimand are unchanged.
+
+Every random effect is non-centred (z-scores times their scale, site ``<name>_z``; for gamma and
+u, of their coordinates) unless ``centered`` gives it centring weights (for gamma and u, per
+coordinate: shapes ``[B-1]`` and ``[B-1, m-1]``). A name in a tuple is weight 1: the effect is
+sampled as it is (site ``lambda``; ``gamma_coords``, ``u_coords``). A mapping ``{name: w}`` with
+w in [0, 1] (a number, or an array of the effect's shape) samples the partially non-centred
+coordinate of Papaspiliopoulos, Roberts & Skold (2007), the form of NumPyro's
+``LocScaleReparam(centered=w)`` (site ``<name>_partial``):
 
     v ~ N(0, scale^(2 w)),   effect = scale^(1 - w) v      (w = 0: non-centred, w = 1: centred)
 
 The forms are one model; which one NUTS samples well depends on how much the data say about each
 element of each effect (:func:`bayesfair.inference.glm_fit.choose_form` measures it;
-docs/mcmc.md). The deterministic site ``<name>`` holds the effect in every form. On the
-logit scale (Bernoulli, binomial, beta-binomial, ordered logistic) the scales are in log-odds; for the continuous
-likelihoods every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
+docs/mcmc.md). The deterministic site ``<name>`` holds the effect in every form (and
+``gamma_coords``, ``u_coords`` the coordinates). On the logit scale (Bernoulli, binomial,
+beta-binomial, ordered logistic) the scales are in log-odds; for the continuous likelihoods
+every location scale is multiplied by ``y_scale`` (the outcome's sd) and alpha is
 centred at ``y_loc``. The paper's model (Section 3.1, Eq. 2: exchangeable arms, one s for every
 coordinate of psi) stays available as :func:`bayesfair.posteriors.group_bias.group_bias_model`.
 
@@ -75,11 +92,13 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions.transforms import ZeroSumTransform
 
 from bayesfair.posteriors.skew_t import JonesFaddySkewT
 
 __all__ = ["GLM_LIKELIHOODS", "CONTINUOUS_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model",
-           "check_glm_likelihood", "expected_outcome", "row_information"]
+           "check_glm_likelihood", "expected_outcome", "row_information", "zero_sum_basis",
+           "ZERO_SUM_EFFECTS"]
 
 GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t", "skew_t")
 #: The likelihoods of a continuous outcome (their scales are multiplied by the outcome's sd).
@@ -147,18 +166,45 @@ def _centring(centered: Any) -> dict[str, Any]:
     return {name: 1.0 for name in centered}
 
 
-def _effect(name: str, scale: Any, shape: list[int], weight: Any):
+#: The effects that sum to zero over the buckets (module docstring), sampled by their coordinates.
+ZERO_SUM_EFFECTS = ("gamma", "u")
+
+
+def zero_sum_basis(n: int) -> np.ndarray:
+    """Q ``[n-1, n]``: orthonormal rows that each sum to 0, the linear map of NumPyro's
+    ``ZeroSumTransform`` (coordinates c ``[n-1]`` -> the zero-sum vector c @ Q), in float64."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if n == 1:
+        return np.zeros((0, 1))
+    with jax.enable_x64(True):
+        return np.asarray(ZeroSumTransform(1)(jnp.eye(n - 1, dtype=jnp.float64)))
+
+
+def _effect(name: str, scale: Any, shape: list[int], weight: Any, *, coords: bool = False):
     """N(0, scale^2) effects of ``shape``, sampled in the form of the centring ``weight`` (module
-    docstring; ``None``: non-centred)."""
+    docstring; ``None``: non-centred). ``coords``: they are the coordinates of a zero-sum effect
+    (the centred site and the deterministic one are ``<name>_coords``)."""
+    site = f"{name}_coords" if coords else name
     w = None if weight is None else np.broadcast_to(np.asarray(weight, np.float64), shape)
     n = len(shape)
     if w is None or not w.any():
         z = numpyro.sample(f"{name}_z", dist.Normal(0, 1).expand(shape).to_event(n))
-        return numpyro.deterministic(name, scale * z)
+        return numpyro.deterministic(site, scale * z)
     if (w == 1).all():
-        return numpyro.sample(name, dist.Normal(0, scale).expand(shape).to_event(n))
+        return numpyro.sample(site, dist.Normal(0, scale).expand(shape).to_event(n))
     v = numpyro.sample(f"{name}_partial", dist.Normal(0, scale ** w).to_event(n))
-    return numpyro.deterministic(name, scale ** (1.0 - w) * v)
+    return numpyro.deterministic(site, scale ** (1.0 - w) * v)
+
+
+def _zero_sum_effect(name: str, scale: Any, n_buckets: int, cols: list[int], weight: Any):
+    """Effects ``[B, *cols]`` that sum to zero over the buckets (axis 0): ``B - 1`` coordinates per
+    column in the form of ``weight`` (shape ``[B-1, *cols]``), mapped by ``ZeroSumTransform``."""
+    if n_buckets == 1:  # one bucket: the effect is 0 (the intercept and the shift hold its level)
+        return numpyro.deterministic(name, jnp.zeros([1, *cols]))
+    c = _effect(name, scale, [n_buckets - 1, *cols], weight, coords=True)
+    zs = jnp.moveaxis(ZeroSumTransform(1)(jnp.moveaxis(c, 0, -1)), -1, 0)
+    return numpyro.deterministic(name, zs)
 
 
 def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any = None, *, n_groups: int,
@@ -188,7 +234,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         alpha = numpyro.sample("alpha", dist.Normal(y_loc if cont else 0.0, priors.intercept_sd * sc))
         eta = eta + alpha
     sigma_bucket = numpyro.sample("sigma_bucket", dist.HalfNormal(priors.bucket_sd * sc))
-    gamma = _effect("gamma", sigma_bucket, [n_buckets], weight.get("gamma"))
+    gamma = _zero_sum_effect("gamma", sigma_bucket, n_buckets, [], weight.get("gamma"))
     k = len(others)
     biased = group_bias and k > 0
     delta = None
@@ -209,7 +255,7 @@ def group_glm_model(group: Any, bucket: Any, X: Any, y: Any = None, weights: Any
         eta = eta + X @ beta
     else:
         sigma_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.u_sd * sc))
-        u = _effect("u", sigma_u, [n_buckets, k], weight.get("u"))
+        u = _zero_sum_effect("u", sigma_u, n_buckets, [k], weight.get("u"))
         s_slope = numpyro.sample("s_slope", dist.HalfNormal(slope_sd * sc))
         lam = _effect("lambda", s_slope, [k, d], weight.get("lambda"))
         onehot_g = jax.nn.one_hot(jnp.asarray(slot)[group], k, dtype=X.dtype)  # the reference's rows: all 0

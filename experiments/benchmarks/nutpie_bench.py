@@ -66,7 +66,13 @@ import numpy as np
 
 from bayesfair.inference import check_convergence
 from bayesfair.inference.glm_fit import GlmDesign, fit_glm, glm_design, linear_predictor
-from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, DEFAULT_GLM_PRIORS, GlmPriors, expected_outcome
+from bayesfair.posteriors.group_glm import (
+    CONTINUOUS_LIKELIHOODS,
+    DEFAULT_GLM_PRIORS,
+    GlmPriors,
+    expected_outcome,
+    zero_sum_basis,
+)
 from bayesfair.simulation.results import write_text
 from bayesfair.workflow.recipes import _glm, adult_group_bias, compas_group_bias, family_income_group_bias
 
@@ -129,8 +135,9 @@ def recipe_design(key: str, rows: int | None, seed: int = 0) -> GlmDesign:
 def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
     """The group-bias GLM of :mod:`bayesfair.posteriors.group_glm` as a ``pm.Model``.
 
-    eta = alpha + sigma_bucket z_gamma[b] + X beta + sum_j G[n, j] (delta_j + sigma_u z_u[b, j]
-    + x . s_slope z_lambda[j]), G the one-hot matrix of the non-reference groups. With
+    eta = alpha + sigma_bucket (z_gamma Q)[b] + X beta + sum_j G[n, j] (delta_j + sigma_u (Q^T z_u)[b, j]
+    + x . s_slope z_lambda[j]), G the one-hot matrix of the non-reference groups and Q ``[B-1, B]``
+    the orthonormal zero-sum basis (the coordinates of the zero-sum bucket effects). With
     ``priors.ric_correction`` the shrinkage prior is on beta_total = beta + Gamma delta, Gamma the
     least-squares coefficients of x in the regression of G on the bucket indicators and x.
     """
@@ -147,7 +154,9 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
     b = np.asarray(design.bucket, np.int64)
     with pm.Model() as model:
         sigma_bucket = pm.HalfNormal("sigma_bucket", sigma=priors.bucket_sd * sc)
-        gamma_z = pm.Normal("gamma_z", 0.0, 1.0, shape=design.n_buckets)
+        q = zero_sum_basis(design.n_buckets)  # [B-1, B]
+        gamma_z = pm.Normal("gamma_z", 0.0, 1.0, shape=design.n_buckets - 1)
+        gamma = sigma_bucket * pt.dot(gamma_z, q)
         if others:
             k = len(others)
             delta = pm.Normal("delta", 0.0, priors.shift_sd * sc, shape=k)
@@ -158,15 +167,16 @@ def pymc_model(design: GlmDesign, priors: GlmPriors = DEFAULT_GLM_PRIORS):
             beta = pm.Deterministic("beta", beta_total - pt.dot(gamma_x, delta))
         else:
             beta = pm.Normal("beta", 0.0, slope_sd * sc, shape=d)
-        eta = sigma_bucket * gamma_z[b] + pt.dot(X, beta)
+        eta = gamma[b] + pt.dot(X, beta)
         if lik != "ordered_logistic":
             eta = eta + pm.Normal("alpha", loc, priors.intercept_sd * sc)
         if others:
             sigma_u = pm.HalfNormal("sigma_u", sigma=priors.u_sd * sc)
-            u_z = pm.Normal("u_z", 0.0, 1.0, shape=(design.n_buckets, k))
+            u_z = pm.Normal("u_z", 0.0, 1.0, shape=(design.n_buckets - 1, k))
+            u = sigma_u * pt.dot(q.T, u_z)  # [B, k]
             s_slope = pm.HalfNormal("s_slope", sigma=slope_sd * sc)
             lambda_z = pm.Normal("lambda_z", 0.0, 1.0, shape=(k, d))
-            per_group = delta[None, :] + sigma_u * u_z[b] + s_slope * pt.dot(X, lambda_z.T)  # [n, k]
+            per_group = delta[None, :] + u[b] + s_slope * pt.dot(X, lambda_z.T)  # [n, k]
             eta = eta + pt.sum(G * per_group, axis=1)
         if lik == "bernoulli":
             pm.Bernoulli("y", logit_p=eta, observed=y)
@@ -223,9 +233,12 @@ def derived(samples: dict[str, np.ndarray], K: int | None) -> dict[str, np.ndarr
     """gamma, u, lambda (and the cutpoints) of nutpie's draws ``[chains, draws, ...]``, the
     deterministic sites bayesfair's model records."""
     s = dict(samples)
-    s["gamma"] = s["sigma_bucket"][..., None] * s["gamma_z"]
+    q = zero_sum_basis(s["gamma_z"].shape[-1] + 1)
+    s["gamma_coords"] = s["sigma_bucket"][..., None] * s["gamma_z"]
+    s["gamma"] = s["gamma_coords"] @ q
     if "delta" in s:
-        s["u"] = s["sigma_u"][..., None, None] * s["u_z"]
+        s["u_coords"] = s["sigma_u"][..., None, None] * s["u_z"]
+        s["u"] = np.einsum("jb,cnjk->cnbk", q, s["u_coords"])
         s["lambda"] = s["s_slope"][..., None, None] * s["lambda_z"]
     if K is not None:
         c, n = s["cut_mid"].shape
