@@ -97,8 +97,7 @@ from numpyro.distributions.transforms import ZeroSumTransform
 from bayesfair.posteriors.skew_t import JonesFaddySkewT
 
 __all__ = ["GLM_LIKELIHOODS", "CONTINUOUS_LIKELIHOODS", "GlmPriors", "DEFAULT_GLM_PRIORS", "group_glm_model",
-           "check_glm_likelihood", "expected_outcome", "row_information", "zero_sum_basis",
-           "ZERO_SUM_EFFECTS"]
+           "check_glm_likelihood", "expected_outcome", "row_information", "zero_sum_basis"]
 
 GLM_LIKELIHOODS = ("bernoulli", "binomial", "beta_binomial", "ordered_logistic", "gaussian", "student_t", "skew_t")
 #: The likelihoods of a continuous outcome (their scales are multiplied by the outcome's sd).
@@ -164,10 +163,6 @@ def _centring(centered: Any) -> dict[str, Any]:
     if isinstance(centered, dict):
         return dict(centered)
     return {name: 1.0 for name in centered}
-
-
-#: The effects that sum to zero over the buckets (module docstring), sampled by their coordinates.
-ZERO_SUM_EFFECTS = ("gamma", "u")
 
 
 def zero_sum_basis(n: int) -> np.ndarray:
