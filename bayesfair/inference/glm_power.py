@@ -127,16 +127,15 @@ def power_point(fit_: Any, *, draw: int | None = None) -> dict[str, np.ndarray]:
     effects = [(eff, z, scale) for eff, z, scale in (("gamma_coords", "gamma_z", "sigma_bucket"),
                                                      ("u_coords", "u_z", "sigma_u"), ("lambda", "lambda_z", "s_slope"))
                if eff in flat]  # every form records the effects; the z-scores only the non-centred one
-    if draw is not None:
-        if not -c * n <= int(draw) < c * n:
-            raise ValueError(f"draw must be in [0, {c * n - 1}] (chains x draws of the fit), got {draw}")
-        point = {k: flat[k][int(draw)] for k in POINT_SITES if k in flat}
-        for eff, z, scale in effects:
-            point[z] = flat[eff][int(draw)] / point[scale]
-        return point
-    point = {k: flat[k].mean(0) for k in POINT_SITES if k in flat}
+    if draw is not None and not -c * n <= int(draw) < c * n:
+        raise ValueError(f"draw must be in [0, {c * n - 1}] (chains x draws of the fit), got {draw}")
+
+    def pick(v: np.ndarray) -> np.ndarray:
+        return v.mean(0) if draw is None else v[int(draw)]
+
+    point = {k: pick(flat[k]) for k in POINT_SITES if k in flat}
     for eff, z, scale in effects:
-        point[z] = flat[eff].mean(0) / point[scale]
+        point[z] = pick(flat[eff]) / point[scale]
     return point
 
 

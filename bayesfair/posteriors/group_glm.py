@@ -36,9 +36,8 @@ N(0, scale^2) coordinates ``gamma_coords [B-1]``, ``u_coords [B-1, m-1]`` mapped
 zero-sum subspace by NumPyro's orthonormal ``ZeroSumTransform`` (:func:`zero_sum_basis`). With
 iid effects their mean over the B buckets is a second intercept: alpha + mean(gamma) and
 delta + mean(u) are what the rows determine, and alone alpha and delta are known only to
-sd ~ scale / sqrt(B), a funnel with the scale that NUTS diverges in with few buckets (on Adult
-by sex, 5 age buckets: corr(delta, mean u) -0.84 to -0.98 across chains, delta's posterior sd
-0.07 at sigma_u < 0.1 and 0.30 at sigma_u > 0.4). The zero-sum model is the iid one with the
+sd ~ scale / sqrt(B), a funnel with the scale that NUTS diverges in with few buckets
+(docs/mcmc.md, "Bucket effects sum to zero"). The zero-sum model is the iid one with the
 buckets' mean moved into alpha and delta: delta is the level shift averaged over the buckets
 with prior N(0, ``shift_sd``^2) (the iid model's average shift has N(0, ``shift_sd``^2 +
 sigma_u^2 / B)); the linear predictor and the bias estimand are unchanged.
