@@ -7,6 +7,8 @@
 - :func:`power_point`'s posterior mean is the mean of the effects (not a product of means);
 - bad input raises naming the field; a fit that fails the convergence verdict is counted (not
   dropped) and a fit that raises is counted with its message;
+- the large-sample approximation (:func:`normal_power`) is the share of simulated normal intervals
+  that exclude 0, :func:`detectable_effect` inverts it, and every recipe fit states it;
 - slow: at effect 0 the 90% interval's coverage over 40 replicates is consistent with 0.9.
 """
 
@@ -243,3 +245,55 @@ def test_coverage_at_effect_zero_is_nominal():
     lo, hi = stats.binom.ppf(0.001, 40, 0.9), stats.binom.isf(0.001, 40, 0.9)
     assert lo <= row["coverage"]["k"] <= hi, row["coverage"]
     assert row["coverage"]["k"] + row["power"]["k"] == 40
+
+
+def test_normal_power_is_the_share_of_simulated_intervals_that_exclude_zero():
+    """The closed form against simulation: estimates N(effect, sd^2), intervals estimate +- z sd,
+    on random effects, sds and interval levels; within 4 binomial standard errors."""
+    rng = np.random.default_rng(7)
+    n = 20_000
+    for _ in range(25):
+        sd, ci = rng.uniform(0.01, 2.0), rng.uniform(0.5, 0.99)
+        effect = rng.normal(0, 3 * sd)
+        z = stats.norm.ppf((1 + ci) / 2)
+        est = effect + sd * rng.normal(size=n)
+        share = np.mean((est - z * sd > 0) | (est + z * sd < 0))
+        p = gp.normal_power(effect, sd, ci_prob=ci)
+        assert abs(share - p) <= 4 * np.sqrt(p * (1 - p) / n) + 1e-9, (effect, sd, ci, share, p)
+    assert gp.normal_power(0.0, 1.0, ci_prob=0.9) == pytest.approx(0.1, abs=1e-12)
+    assert gp.normal_power(-0.3, 0.1) == pytest.approx(gp.normal_power(0.3, 0.1), abs=1e-15)
+
+
+def test_detectable_effect_inverts_normal_power():
+    rng = np.random.default_rng(8)
+    for _ in range(25):
+        sd, ci = rng.uniform(0.001, 5.0), rng.uniform(0.5, 0.99)
+        power = rng.uniform(1 - ci + 0.01, 0.999)
+        e = gp.detectable_effect(sd, power=power, ci_prob=ci)
+        assert e > 0
+        assert gp.normal_power(e, sd, ci_prob=ci) == pytest.approx(power, abs=1e-9)
+    # 90% interval, 90% power: (z_0.95 + z_0.9) sd up to the far tail's Phi(-4.57) ~ 2e-6
+    assert gp.detectable_effect(0.02) == pytest.approx(0.02 * (stats.norm.ppf(0.95) + stats.norm.ppf(0.9)), rel=1e-5)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: gp.normal_power(0.1, 0.0), "sd must be > 0"),
+    (lambda: gp.normal_power(0.1, 1.0, ci_prob=1.0), "ci_prob must be in"),
+    (lambda: gp.normal_power(float("nan"), 1.0), "effect must be finite"),
+    (lambda: gp.detectable_effect(1.0, power=0.05, ci_prob=0.9), "power must be in"),
+    (lambda: gp.detectable_effect(-1.0), "sd must be > 0"),
+])
+def test_normal_power_rejects_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_every_recipe_fit_states_its_detectable_effect():
+    from bayesfair.workflow.recipes import _glm
+
+    est = {"B": {"sd": 0.01, "scale": "P(y = 1)"}, "C": {"sd": 0.0, "scale": "P(y = 1)"}}
+    out = _glm.detectable(est)
+    assert set(out) == {"B"}  # a degenerate posterior states nothing
+    assert out["B"]["effect"] == pytest.approx(gp.detectable_effect(0.01, power=_glm.DETECT_POWER,
+                                                                    ci_prob=_glm.CI_PROB))
+    assert out["B"]["scale"] == "P(y = 1)" and "approximation" in out["B"]["method"]

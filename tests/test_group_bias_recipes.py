@@ -410,10 +410,13 @@ def test_glm_recipe_tiny(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     assert cli.main(["fit", "compas_group_bias", "--rows", "300", "--warmup", "30", "--samples", "30",
                      "--chains", "2", "--out", str(out)]) == 0
-    assert "bias estimand" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "bias estimand" in printed and "detectable at 90% power" in printed
     summary = json.loads((out / "summary.json").read_text())
     est = summary["bias_estimand"]["African-American"]
     assert summary["likelihood"] == "ordered_logistic" and est["lb"] <= est["mean"] <= est["ub"]
+    # about (z_0.95 + z_0.9) posterior sds: the large-sample detectable effect
+    assert summary["detectable_effect"]["African-American"]["effect"] == pytest.approx(2.926 * est["sd"], rel=1e-3)
     assert summary["priors"]["ric_correction"] is True  # the default prior, recorded
     assert "not evidence of no bias" in summary["loo"]["reading"] or "predicts better" in summary["loo"]["reading"]
     for f in ("posterior.nc", "bias_estimand.csv", "prior_predictive.png", "loo_compare.csv"):

@@ -33,6 +33,10 @@ that raised is counted in ``errors`` with its message (it has no interval).
 
 The power is that of this design (its rows, groups and features) under this generating point; a
 subsample's power is not the full data set's.
+
+Without refits, :func:`normal_power` and :func:`detectable_effect` give the large-sample
+approximation from one fit's posterior sd of the estimand (a normal, calibrated posterior of the
+same sd under every effect size); the recipes print it with every fit.
 """
 
 from __future__ import annotations
@@ -44,12 +48,13 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bayesfair.core._validate import positive_int
+from bayesfair.core._validate import finite_float, float_in, positive_float, positive_int
 from bayesfair.inference.fitting import fit
 from bayesfair.inference.glm_fit import GlmDesign, bias_estimand, build_glm, linear_predictor
 from bayesfair.posteriors.group_glm import DEFAULT_GLM_PRIORS, GlmPriors, expected_outcome
 
-__all__ = ["PowerResult", "glm_power", "generating_point", "power_point", "simulate_outcomes", "true_estimand"]
+__all__ = ["PowerResult", "detectable_effect", "glm_power", "generating_point", "normal_power", "power_point",
+           "simulate_outcomes", "true_estimand"]
 
 #: The sample sites of the model that a parameter point holds (those the likelihood has).
 POINT_SITES = ("alpha", "sigma_bucket", "gamma_z", "beta", "delta", "sigma_u", "u_z", "s_slope", "lambda_z",
@@ -204,6 +209,38 @@ def true_estimand(design: GlmDesign, point: dict[str, Any], effect: float, *, gr
     e0 = expected_outcome(design.likelihood, linear_predictor(s, design, rows=rows, as_reference=True),
                           n_trials=design.n_trials, cutpoints=s.get("cutpoints"))
     return float(np.mean(e1 - e0))
+
+
+def normal_power(effect: float, sd: float, *, ci_prob: float = 0.9) -> float:
+    """P(the equal-tailed ``ci_prob`` interval excludes 0) in the large-sample approximation.
+
+    The estimate is taken as N(``effect``, ``sd``^2) and the interval as the estimate +- z sd,
+    z = Phi^-1((1 + ci_prob) / 2): a posterior that is normal, of the same sd under every effect
+    size, and calibrated. Then P(excludes 0) = Phi(effect / sd - z) + Phi(-effect / sd - z),
+    ``1 - ci_prob`` at effect 0. On a large design this is what :func:`glm_power` estimates by
+    refitting; where the posterior is skewed, its sd depends on the effect, or the interval
+    under-covers (short chains, a prior that shrinks the bias), only the refits say.
+    """
+    from scipy.stats import norm  # scipy.stats is heavy at import
+
+    effect, sd = finite_float("effect", effect), positive_float("sd", sd)
+    z = norm.ppf((1.0 + float_in("ci_prob", ci_prob, 0.0, 1.0, low_open=True, high_open=True)) / 2.0)
+    return float(norm.cdf(effect / sd - z) + norm.cdf(-effect / sd - z))
+
+
+def detectable_effect(sd: float, *, power: float = 0.9, ci_prob: float = 0.9) -> float:
+    """The smallest |effect| whose :func:`normal_power` is ``power`` (same approximation): about
+    (z_{(1 + ci_prob) / 2} + z_power) sd, 2.93 sd for a 90% interval at 90% power. ``power``
+    must exceed ``1 - ci_prob``, the power at effect 0."""
+    from scipy.optimize import brentq
+
+    sd = positive_float("sd", sd)
+    ci_prob = float_in("ci_prob", ci_prob, 0.0, 1.0, low_open=True, high_open=True)
+    power = float_in("power", power, 1.0 - ci_prob, 1.0, low_open=True, high_open=True)
+    hi = sd
+    while normal_power(hi, sd, ci_prob=ci_prob) < power:
+        hi *= 2.0
+    return float(brentq(lambda e: normal_power(e, sd, ci_prob=ci_prob) - power, 0.0, hi, xtol=1e-12 * sd))
 
 
 def _share(hits: np.ndarray) -> dict[str, Any]:

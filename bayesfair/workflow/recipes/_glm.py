@@ -18,7 +18,9 @@ effects centred, split or non-centred as short pilots measure: ``--glm-form``,
 - ``calibration.png`` (0/1 outcomes): ArviZ's PAV calibration plot;
 - ``likelihoods.csv`` (``--compare-likelihoods``): every candidate likelihood's verdict, checks,
   elpd and estimand;
-- ``loo_compare.csv`` and ``summary.json``;
+- ``loo_compare.csv`` and ``summary.json`` (with ``detectable_effect``: per group, the effect on
+  the estimand's scale its 90% interval would exclude 0 for at 90% power, in the large-sample
+  approximation from the posterior sd, :func:`detectable`);
 - ``power.json`` and ``power.png`` (``--power``): the estimand's coverage and power on the design
   (:mod:`bayesfair.workflow.recipes._power`).
 """
@@ -46,12 +48,15 @@ from bayesfair.inference.glm_fit import (
     glm_tree,
     linear_predictor,
 )
+from bayesfair.inference.glm_power import detectable_effect
 from bayesfair.plotting import save_figure
 from bayesfair.posteriors.group_glm import CONTINUOUS_LIKELIHOODS, GlmPriors, expected_outcome
 from bayesfair.simulation.results import write_results, write_text
 from bayesfair.workflow.recipes import _power as power_recipe
 
 CI_PROB = 0.9
+#: The power at which every fit states the detectable effect (:func:`detectable`).
+DETECT_POWER = 0.9
 
 
 def _kind(likelihood: str) -> str:
@@ -72,6 +77,18 @@ def check_fit(tree: Any, design: Any) -> dict[str, Any]:
             out["failed"] = [*out["failed"], "calibration"]
             out["passed"] = False
     return out
+
+
+def detectable(est: dict[str, dict[str, Any]], power: float = DETECT_POWER) -> dict[str, dict[str, Any]]:
+    """Per group, the smallest effect on the estimand's scale that its ``CI_PROB`` interval would
+    exclude 0 for with probability ``power``, in the large-sample approximation from the posterior
+    sd (:func:`~bayesfair.inference.glm_power.detectable_effect`); a group whose sd is 0 (a
+    degenerate posterior) has no entry."""
+    return {g: {"effect": detectable_effect(v["sd"], power=power, ci_prob=CI_PROB), "power": power,
+                "ci_prob": CI_PROB, "scale": v["scale"],
+                "method": "normal approximation from the posterior sd of the estimand (calibrated, same sd under "
+                          "every effect); --power measures it by semi-synthetic refits"}
+            for g, v in est.items() if v["sd"] > 0}
 
 
 def prior_predictive_figure(design: Any, path: Any, title: str, draws: int = 200, seed: int = 0,
@@ -227,6 +244,7 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
             "average over the sensitive group's rows of E[y | its group] - E[y | reference group, same covariates "
             "and bucket]; the covariates include features the group may affect (mediators), so this is a direct "
             "effect, not the total gap"),
+        "detectable_effect": detectable(est),
         "checks": {k: v for k, v in checks.items()}, "loo": {k: v for k, v in loo.items() if k != "csv"},
         "likelihoods": rows, "prior_predictive_quantiles": prior_q,
         "wall_seconds": time.perf_counter() - t0,
@@ -250,6 +268,9 @@ def run_glm(args: argparse.Namespace, table: Any, description: dict, *, y: Any, 
     for g, v in est.items():
         print(f"  {g} vs {ref}: {v['mean']:+.4f} [{v['lb']:+.4f}, {v['ub']:+.4f}] ({int(100 * CI_PROB)}% interval, "
               f"{v['scale']}), P(> 0) {v['p_positive']:.3f}")
+        if g in summary["detectable_effect"]:
+            print(f"    detectable at {DETECT_POWER:.0%} power: |effect| >= "
+                  f"{summary['detectable_effect'][g]['effect']:.4f} (normal approximation from the posterior sd)")
     if len(rows) > 1:
         print("likelihoods (default first):")
         for r in rows:
