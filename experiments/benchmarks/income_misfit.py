@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -137,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = ppc_statistics("continuous", groups={nm: des.group == g for g, nm in enumerate(des.group_names)})
     key = jax.random.key(a.seed)
     grid = np.quantile(y, PROBS)
-    out = {"command": "python experiments/benchmarks/income_misfit.py " + " ".join(argv or []),
+    args = sys.argv[1:] if argv is None else argv
+    out = {"command": " ".join(["python experiments/benchmarks/income_misfit.py", *args]),
            "rows": int(y.size), "location_columns": int(F.shape[1]), "scale_columns": int(S.shape[1]), "laws": {}}
     gaps = {}
     print(f"family income: {y.size:,} rows, {F.shape[1]} location columns; observed median {np.median(y):.4f}")
