@@ -236,7 +236,7 @@ def detectable_effect(sd: float, *, power: float = 0.9, ci_prob: float = 0.9) ->
 
     sd = positive_float("sd", sd)
     ci_prob = float_in("ci_prob", ci_prob, 0.0, 1.0, low_open=True, high_open=True)
-    power = float_in("power", power, 1.0 - ci_prob, 1.0, low_open=True, high_open=True)
+    power = float_in("power", power, round(1.0 - ci_prob, 12), 1.0, low_open=True, high_open=True)
     hi = sd
     while normal_power(hi, sd, ci_prob=ci_prob) < power:
         hi *= 2.0
